@@ -1,0 +1,160 @@
+/* evloop: a C11 event loop whose loop thread runs work handed to it by other threads.
+ * This header is the whole public API. Every function that can fail returns 0 or a
+ * negative errno value; evloop_strerror() turns one into a message. It compiles as C11
+ * and as C++. See README.md for an example. */
+#ifndef EVLOOP_H
+#define EVLOOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define EVLOOP_API
+#elif defined(__GNUC__)
+#define EVLOOP_API __attribute__((visibility("default")))
+#else
+#define EVLOOP_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct evloop evloop; /* opaque */
+typedef void (*evloop_cb)(void *arg);
+typedef void (*evloop_io_cb)(void *arg, int fd, unsigned events);
+typedef uint64_t evloop_timer_id; /* never 0 for a live timer */
+
+enum evloop_state {
+    EVLOOP_AWAKE,       /* created, not running */
+    EVLOOP_RUNNING,     /* inside evloop_run, working */
+    EVLOOP_SLEEPING,    /* inside evloop_run, waiting for work */
+    EVLOOP_TERMINATING, /* stopped: refusing new work, running what was accepted */
+    EVLOOP_TERMINATED   /* done: evloop_run has returned or will return */
+};
+
+enum {
+    EVLOOP_READABLE = 1u, /* fd readable (in events passed in and reported) */
+    EVLOOP_WRITABLE = 2u, /* fd writable (in events passed in and reported) */
+    EVLOOP_HANGUP = 4u,   /* peer hung up (reported only) */
+    EVLOOP_ERROR = 8u     /* error condition on the fd (reported only) */
+};
+
+typedef struct evloop_config {
+    const char *backend;   /* NULL or "auto", "epoll", "io_uring", "kqueue" */
+    unsigned batch_budget; /* external tasks per tick; 0 = adaptive */
+    int64_t spin_ns;       /* spin before sleeping; -1 = adaptive, 0 = never */
+    bool auto_exit;        /* run() returns once no task, timer or fd is left */
+} evloop_config;
+
+/* Counters of one loop, read with evloop_stats(). Counts are since evloop_new(). */
+struct evloop_stats {
+    uint64_t tasks_run;        /* external, internal and loop-thread tasks run */
+    uint64_t microtasks_run;   /* microtasks run */
+    uint64_t timers_fired;     /* timer callbacks run */
+    uint64_t io_callbacks;     /* fd callbacks run */
+    uint64_t ticks;            /* loop iterations */
+    uint64_t futex_sleeps;     /* times the loop slept on its wake word (no fd registered) */
+    uint64_t futex_wakes;      /* wake syscalls made by producers to a loop asleep on the word */
+    uint64_t poller_sleeps;    /* times the loop slept in the poller (fds registered) */
+    uint64_t poller_wakes;     /* wake calls made by producers to a loop asleep in the poller */
+    uint64_t spin_hits;        /* spins before sleeping that found work (no syscall either side) */
+    uint64_t spin_misses;      /* spins that found nothing and went on to sleep */
+    uint64_t ingress_overflows; /* external tasks that went past the preallocated ingress */
+    unsigned batch_budget;     /* external tasks per tick now in force */
+    int64_t spin_ns;           /* spin window now in force, ns */
+    const char *backend;       /* "epoll", "io_uring", "kqueue" */
+    const char *ingress;       /* "arena" or "chunk" */
+    const char *fallback;      /* why "auto" did not get its first choice; "" if it did */
+};
+
+/* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit.
+ * Any thread. NULL is ignored. */
+EVLOOP_API void evloop_config_init(evloop_config *cfg);
+
+/* Creates a loop. cfg may be NULL (the defaults of evloop_config_init). Any thread.
+ * Returns 0 and sets *out, -EINVAL (NULL out, unknown backend name, spin_ns < -1),
+ * -ENOTSUP (the named backend cannot start here), -ENOMEM, or another -errno of the poller. */
+EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg);
+
+/* Frees a loop that is not running. If the loop was never run to its end, it is first
+ * stopped and drained on the calling thread, so no accepted task is lost. NULL is a no-op.
+ * Returns 0, or -EBUSY when the loop is running (nothing is freed then). */
+EVLOOP_API int evloop_free(evloop *loop);
+
+/* Runs the loop on the calling thread until evloop_stop() (or, with auto_exit, until no
+ * task, timer or fd is left), then returns with the loop TERMINATED. One thread at a time.
+ * Returns 0, -EINVAL (NULL), -EBUSY (already running), -ESHUTDOWN (already terminated),
+ * or the -errno of a poller failure. */
+EVLOOP_API int evloop_run(evloop *loop);
+
+/* Asks the loop to stop: new work is refused with -ESHUTDOWN, everything already accepted
+ * runs, timers and fds are released, then evloop_run() returns. Any thread; idempotent.
+ * Returns 0 or -EINVAL (NULL). */
+EVLOOP_API int evloop_stop(evloop *loop);
+
+/* Queues cb(arg) to run on the loop thread. Any thread, including callbacks (a task
+ * submitted from a callback runs after it, never nested). Per-thread FIFO.
+ * Returns 0, -EINVAL (NULL loop or cb), -ESHUTDOWN (stopped; not accepted), -ENOMEM. */
+EVLOOP_API int evloop_submit(evloop *loop, evloop_cb cb, void *arg);
+
+/* Like evloop_submit(), but the task runs before external tasks still waiting.
+ * Any thread. Returns as evloop_submit(). */
+EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg);
+
+/* Queues a microtask: it runs right after the callback now running on the loop thread
+ * (from another thread: after whichever callback ends next), before any other task.
+ * Microtasks may queue microtasks. Any thread. Returns as evloop_submit(). */
+EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg);
+
+/* Starts a timer: cb(arg) runs no earlier than delay_ns from now, then, if interval_ns is
+ * not 0, every interval_ns counted from the previous deadline. Any thread. *out (may be
+ * NULL) receives the id. Returns 0, -EINVAL (NULL loop or cb), -ESHUTDOWN, -ENOMEM. */
+EVLOOP_API int evloop_timer_start(evloop *loop, uint64_t delay_ns, uint64_t interval_ns,
+                                  evloop_cb cb, void *arg, evloop_timer_id *out);
+
+/* Cancels a timer; its callback does not start after this returns. Any thread, including
+ * its own callback. Returns 0, -EINVAL (NULL loop), -ENOENT (unknown, fired or cancelled). */
+EVLOOP_API int evloop_timer_cancel(evloop *loop, evloop_timer_id id);
+
+/* Watches fd for events (EVLOOP_READABLE | EVLOOP_WRITABLE); cb(arg, fd, revents) runs on
+ * the loop thread while the fd is ready (level-triggered). Any thread. The fd stays the
+ * caller's: evloop never closes it. Returns 0, -EINVAL (NULL loop or cb, no or unknown
+ * event bits), -EBADF, -EEXIST, -ESHUTDOWN, -ENOMEM, or the poller's -errno (-EPERM for a
+ * regular file under epoll). */
+EVLOOP_API int evloop_io_add(evloop *loop, int fd, unsigned events, evloop_io_cb cb, void *arg);
+
+/* Changes the events watched on a registered fd. Any thread. Returns 0, -EINVAL, -EBADF,
+ * -ENOENT (fd not registered), -ESHUTDOWN, or the poller's -errno. */
+EVLOOP_API int evloop_io_modify(evloop *loop, int fd, unsigned events);
+
+/* Stops watching fd. No callback for it starts after this returns, even if readiness was
+ * pending. Any thread. Returns 0, -EINVAL (NULL loop), -EBADF (negative fd), -ENOENT. */
+EVLOOP_API int evloop_io_remove(evloop *loop, int fd);
+
+/* The loop's state now. Any thread. A NULL loop reads as EVLOOP_TERMINATED. */
+EVLOOP_API enum evloop_state evloop_state(const evloop *loop);
+
+/* The poller this loop uses: "epoll", "io_uring" or "kqueue". Any thread. NULL for NULL. */
+EVLOOP_API const char *evloop_backend(const evloop *loop);
+
+/* The ingress variant this library was built with: "arena" or "chunk". Any thread. */
+EVLOOP_API const char *evloop_ingress(void);
+
+/* A message for a value returned by an evloop function (0 or negative errno). Any thread;
+ * never NULL. */
+EVLOOP_API const char *evloop_strerror(int err);
+
+/* Copies the loop's counters into *out. Any thread; counters written by the loop thread
+ * may be a moment old. Returns 0 or -EINVAL (NULL loop or out). */
+EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out);
+
+/* The loop's monotonic clock in ns (CLOCK_MONOTONIC), as timers use it. Any thread. */
+EVLOOP_API uint64_t evloop_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EVLOOP_H */

@@ -1,0 +1,80 @@
+/* Backend selection: the candidate list in priority order (the only place with
+ * platform #ifs), the EVLOOP_BACKEND environment override of "auto", and the fallback
+ * reason kept for evloop_stats(). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "common.h"
+
+#ifdef EVLOOP_HAVE_IO_URING
+extern const struct evloop__backend evloop__backend_io_uring;
+#endif
+#ifdef EVLOOP_HAVE_EPOLL
+extern const struct evloop__backend evloop__backend_epoll;
+#endif
+#ifdef EVLOOP_HAVE_KQUEUE
+extern const struct evloop__backend evloop__backend_kqueue;
+#endif
+
+/* Best first: "auto" takes the first that starts. */
+static const struct evloop__backend *const candidates[] = {
+#ifdef EVLOOP_HAVE_IO_URING
+    &evloop__backend_io_uring,
+#endif
+#ifdef EVLOOP_HAVE_EPOLL
+    &evloop__backend_epoll,
+#endif
+#ifdef EVLOOP_HAVE_KQUEUE
+    &evloop__backend_kqueue,
+#endif
+};
+
+static const char *const known_names[] = {"epoll", "io_uring", "kqueue"};
+
+static bool is_auto(const char *name)
+{
+    return !name || !*name || strcmp(name, "auto") == 0;
+}
+
+static int open_named(const char *name, _Atomic uint32_t *word,
+                      const struct evloop__backend **out, void **state)
+{
+    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+        if (strcmp(candidates[i]->name, name) != 0)
+            continue;
+        int r = candidates[i]->init(state, word);
+        if (r == 0)
+            *out = candidates[i];
+        return r;
+    }
+    for (size_t i = 0; i < sizeof(known_names) / sizeof(known_names[0]); i++)
+        if (strcmp(known_names[i], name) == 0)
+            return -ENOTSUP; /* a real backend, not built for this platform */
+    return -EINVAL;
+}
+
+int evloop__backend_open(const char *name, _Atomic uint32_t *word,
+                         const struct evloop__backend **out, void **state, char *fallback,
+                         size_t fallback_len)
+{
+    fallback[0] = '\0';
+    if (is_auto(name))
+        name = getenv("EVLOOP_BACKEND");
+    if (!is_auto(name))
+        return open_named(name, word, out, state);
+    int first_err = -ENOTSUP;
+    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+        int r = candidates[i]->init(state, word);
+        if (r == 0) {
+            *out = candidates[i];
+            return 0;
+        }
+        if (!fallback[0])
+            snprintf(fallback, fallback_len, "%s: %s", candidates[i]->name, strerror(-r));
+        if (first_err == -ENOTSUP)
+            first_err = r;
+    }
+    return first_err;
+}

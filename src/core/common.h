@@ -1,0 +1,54 @@
+/* Small internal helpers shared by every part of the library: assertions, cache-line
+ * padding, container_of, the CPU pause hint, the monotonic clock and EINTR retry. */
+#ifndef EVLOOP_COMMON_H
+#define EVLOOP_COMMON_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#ifdef EVLOOP_DEBUG
+#include <stdio.h>
+#include <stdlib.h>
+#define EVLOOP_ASSERT(cond)                                                                 \
+    do {                                                                                    \
+        if (!(cond)) {                                                                      \
+            fprintf(stderr, "evloop: %s:%d: assertion failed: %s\n", __FILE__, __LINE__,    \
+                    #cond);                                                                 \
+            abort();                                                                        \
+        }                                                                                   \
+    } while (0)
+#else
+#define EVLOOP_ASSERT(cond) ((void)0)
+#endif
+
+#define EVLOOP_CACHELINE 64
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+static inline void evloop__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline uint64_t evloop__clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline struct timespec evloop__ns_to_timespec(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                          .tv_nsec = (long)(ns % 1000000000u)};
+    return ts;
+}
+
+#endif

@@ -1,0 +1,221 @@
+/* Loop lifecycle: evloop_new, evloop_run, evloop_stop, evloop_free, and the calls that
+ * read a loop's state. The tick itself is in tick.c. Shutdown (design.md): stop closes
+ * the ingress queues, so a racing submit is either accepted and run or refused; run
+ * keeps ticking until everything accepted has run, then releases timers and fds. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loop.h"
+
+#define EXTERNAL_CAPACITY 4096
+#define SMALL_CAPACITY 256
+#define LOCAL_CAPACITY 256
+#define BUDGET_START 256
+#define SPIN_START_NS 20000
+
+EVLOOP_API void evloop_config_init(evloop_config *cfg)
+{
+    if (cfg)
+        *cfg = (evloop_config){.backend = NULL, .batch_budget = 0, .spin_ns = -1,
+                               .auto_exit = false};
+}
+
+static void destroy(evloop *loop)
+{
+    if (loop->backend)
+        loop->backend->destroy(loop->backend_state);
+    evloop__ingress_free(loop->external);
+    evloop__ingress_free(loop->internal);
+    evloop__ingress_free(loop->remote_micro);
+    evloop__waker_free(loop->waker);
+    evloop__taskq_destroy(&loop->local);
+    evloop__taskq_destroy(&loop->local_internal);
+    evloop__taskq_destroy(&loop->micro);
+    evloop__destroy_timers(loop);
+    free(loop->fds);
+    pthread_mutex_destroy(&loop->timer_lock);
+    pthread_mutex_destroy(&loop->io_lock);
+    free(loop);
+}
+
+static int create_parts(evloop *loop, const evloop_config *cfg)
+{
+    int r;
+    if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY)) < 0 ||
+        (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY)) < 0 ||
+        (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY)) < 0 ||
+        (r = evloop__waker_new(&loop->waker)) < 0 ||
+        (r = evloop__taskq_init(&loop->local, LOCAL_CAPACITY)) < 0 ||
+        (r = evloop__taskq_init(&loop->local_internal, LOCAL_CAPACITY)) < 0 ||
+        (r = evloop__taskq_init(&loop->micro, LOCAL_CAPACITY)) < 0)
+        return r;
+    return evloop__backend_open(cfg->backend, &loop->sleep_word, &loop->backend,
+                                &loop->backend_state, loop->fallback, sizeof(loop->fallback));
+}
+
+EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    evloop_config defaults;
+    if (!cfg) {
+        evloop_config_init(&defaults);
+        cfg = &defaults;
+    }
+    if (cfg->spin_ns < -1)
+        return -EINVAL;
+    evloop *loop = aligned_alloc(EVLOOP_CACHELINE, sizeof(*loop));
+    if (!loop)
+        return -ENOMEM;
+    memset(loop, 0, sizeof(*loop));
+    pthread_mutex_init(&loop->timer_lock, NULL);
+    pthread_mutex_init(&loop->io_lock, NULL);
+    loop->free_timer = UINT32_MAX;
+    atomic_init(&loop->next_deadline, UINT64_MAX);
+    atomic_init(&loop->phase, EVLOOP_AWAKE);
+    int r = create_parts(loop, cfg);
+    if (r < 0) {
+        destroy(loop);
+        return r;
+    }
+    loop->budget_adaptive = cfg->batch_budget == 0;
+    loop->budget = cfg->batch_budget ? cfg->batch_budget : BUDGET_START;
+    loop->spin_adaptive = cfg->spin_ns < 0;
+    atomic_init(&loop->spin_window, cfg->spin_ns < 0 ? SPIN_START_NS : cfg->spin_ns);
+    loop->multi_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    loop->auto_exit = cfg->auto_exit;
+    *out = loop;
+    return 0;
+}
+
+static bool nothing_left(evloop *loop)
+{
+    return !evloop__has_work(loop) && !evloop__has_timers(loop) &&
+           atomic_load_explicit(&loop->nfds, memory_order_relaxed) == 0;
+}
+
+static int run_until_drained(evloop *loop)
+{
+    int err = 0;
+    for (;;) {
+        int r = evloop__tick(loop);
+        if (r < 0 && err == 0) {
+            err = r; /* a poller failure: shut down gracefully, then report it */
+            evloop_stop(loop);
+        }
+        if (atomic_load(&loop->stopping) && !evloop__has_work(loop))
+            return err;
+        if (loop->auto_exit && nothing_left(loop))
+            evloop_stop(loop);
+    }
+}
+
+EVLOOP_API int evloop_run(evloop *loop)
+{
+    if (!loop)
+        return -EINVAL;
+    if (atomic_exchange(&loop->running, true))
+        return -EBUSY;
+    if (atomic_load(&loop->phase) == EVLOOP_TERMINATED) {
+        atomic_store(&loop->running, false);
+        return -ESHUTDOWN;
+    }
+    atomic_store_explicit(&loop->owner, (uintptr_t)pthread_self(), memory_order_relaxed);
+    atomic_store(&loop->phase, EVLOOP_RUNNING);
+    int err = run_until_drained(loop);
+    evloop__release_timers(loop);
+    evloop__release_fds(loop);
+    atomic_store_explicit(&loop->owner, 0, memory_order_relaxed);
+    atomic_store(&loop->phase, EVLOOP_TERMINATED);
+    atomic_store(&loop->running, false);
+    return err;
+}
+
+EVLOOP_API int evloop_stop(evloop *loop)
+{
+    if (!loop)
+        return -EINVAL;
+    if (atomic_exchange(&loop->stopping, true))
+        return 0;
+    evloop__ingress_close(loop->external);
+    evloop__ingress_close(loop->internal);
+    evloop__ingress_close(loop->remote_micro);
+    evloop__kick(loop);
+    return 0;
+}
+
+EVLOOP_API int evloop_free(evloop *loop)
+{
+    if (!loop)
+        return 0;
+    if (atomic_load(&loop->running))
+        return -EBUSY;
+    if (atomic_load(&loop->phase) != EVLOOP_TERMINATED) {
+        /* Never run to its end: run what was accepted on this thread, then free. */
+        evloop_stop(loop);
+        int r = evloop_run(loop);
+        if (r == -EBUSY)
+            return r;
+    }
+    destroy(loop);
+    return 0;
+}
+
+EVLOOP_API enum evloop_state evloop_state(const evloop *loop)
+{
+    if (!loop)
+        return EVLOOP_TERMINATED;
+    int phase = atomic_load(&loop->phase);
+    if (phase != EVLOOP_TERMINATED && atomic_load(&loop->stopping))
+        return EVLOOP_TERMINATING;
+    return (enum evloop_state)phase;
+}
+
+EVLOOP_API const char *evloop_backend(const evloop *loop)
+{
+    return loop ? loop->backend->name : NULL;
+}
+
+EVLOOP_API const char *evloop_ingress(void)
+{
+    return evloop__ingress_name();
+}
+
+EVLOOP_API uint64_t evloop_now_ns(void)
+{
+    return evloop__clock_ns();
+}
+
+static uint64_t read_counter(const _Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
+{
+    if (!loop || !out)
+        return -EINVAL;
+    const struct evloop__stats_counters *c = &loop->stats;
+    *out = (struct evloop_stats){
+        .tasks_run = read_counter(&c->tasks_run),
+        .microtasks_run = read_counter(&c->microtasks_run),
+        .timers_fired = read_counter(&c->timers_fired),
+        .io_callbacks = read_counter(&c->io_callbacks),
+        .ticks = read_counter(&c->ticks),
+        .futex_sleeps = read_counter(&c->futex_sleeps),
+        .futex_wakes = read_counter(&loop->futex_wakes),
+        .poller_sleeps = read_counter(&c->poller_sleeps),
+        .poller_wakes = read_counter(&loop->poller_wakes),
+        .spin_hits = read_counter(&c->spin_hits),
+        .spin_misses = read_counter(&c->spin_misses),
+        .ingress_overflows = evloop__ingress_overflows(loop->external),
+        .batch_budget = loop->budget,
+        .spin_ns = atomic_load_explicit(&loop->spin_window, memory_order_relaxed),
+        .backend = loop->backend->name,
+        .ingress = evloop__ingress_name(),
+        .fallback = loop->fallback,
+    };
+    return 0;
+}

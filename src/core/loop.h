@@ -1,0 +1,118 @@
+/* The loop object shared by the core's files (loop.c, tick.c, submit.c, timer.c, io.c).
+ * Fields are grouped by who touches them: producers (any thread), the timer and fd
+ * tables (under their mutexes), and the loop thread alone. */
+#ifndef EVLOOP_LOOP_H
+#define EVLOOP_LOOP_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "common.h"
+#include "evloop.h"
+#include "ingress.h"
+#include "taskq.h"
+#include "wake.h"
+
+#define EVLOOP__IO_EVENTS_MAX 64
+#define EVLOOP__DRAIN_CHUNK 64
+
+struct evloop__timer {
+    uint64_t deadline, interval, order;
+    evloop_cb cb;
+    void *arg;
+    uint64_t armed_tick; /* tick in which an interval timer was last re-armed */
+    uint32_t gen;        /* id = gen << 32 | slot index */
+    uint32_t heap_idx;   /* position in the heap, or UINT32_MAX when the slot is free */
+    uint32_t next_free;
+};
+
+struct evloop__fd {
+    evloop_io_cb cb;
+    void *arg;
+    uint32_t gen; /* bumped on add and remove; stale readiness carries an old gen */
+    uint32_t events;
+    bool active;
+};
+
+struct evloop__stats_counters {
+    _Atomic uint64_t tasks_run, microtasks_run, timers_fired, io_callbacks, ticks;
+    _Atomic uint64_t futex_sleeps, poller_sleeps, spin_hits, spin_misses;
+};
+
+struct evloop {
+    /* Read by producers on every submit. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint32_t sleep_word; /* EVLOOP__AWAKE / SLEEP_* */
+    _Atomic bool stopping;
+    _Atomic uintptr_t owner; /* the thread inside evloop_run, 0 when none */
+    struct evloop__ingress *external, *internal, *remote_micro;
+    struct evloop__waker *waker;
+    const struct evloop__backend *backend;
+    void *backend_state;
+
+    /* Written by other threads when they change what the loop should wait for. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint32_t epoch; /* bumped by remote timer/fd changes */
+    _Atomic uint32_t nfds;
+    _Atomic uint64_t futex_wakes, poller_wakes;
+
+    /* Timers: a binary min-heap of slot indices over a slab of timers. */
+    alignas(EVLOOP_CACHELINE) pthread_mutex_t timer_lock;
+    struct evloop__timer *timers; /* under timer_lock */
+    uint32_t *heap;               /* under timer_lock */
+    uint32_t heap_len, timers_cap, free_timer;
+    uint64_t timer_order;
+    _Atomic uint64_t next_deadline; /* heap top's deadline, UINT64_MAX when empty */
+
+    /* Fds: a table indexed by fd. */
+    alignas(EVLOOP_CACHELINE) pthread_mutex_t io_lock;
+    struct evloop__fd *fds; /* under io_lock */
+    int fds_cap;
+
+    /* The loop thread's own state. */
+    alignas(EVLOOP_CACHELINE) _Atomic int phase; /* AWAKE, RUNNING, SLEEPING, TERMINATED */
+    _Atomic bool running;
+    struct evloop__taskq local, local_internal, micro;
+    uint64_t now;
+    uint64_t tick;
+    unsigned budget;       /* external tasks per tick now */
+    bool budget_adaptive;
+    _Atomic int64_t spin_window; /* ns; read by evloop_stats */
+    bool spin_adaptive;
+    bool auto_exit;
+    bool multi_cpu;
+    struct evloop__stats_counters stats;
+    char fallback[128];
+};
+
+/* submit.c */
+void evloop__wake_loop(evloop *loop);
+void evloop__kick(evloop *loop);
+bool evloop__on_loop_thread(const evloop *loop);
+
+/* tick.c */
+int evloop__tick(evloop *loop);
+bool evloop__has_work(evloop *loop);
+void evloop__drain_microtasks(evloop *loop);
+
+/* timer.c */
+void evloop__run_timers(evloop *loop);
+int64_t evloop__timer_timeout(evloop *loop, uint64_t now);
+bool evloop__has_timers(evloop *loop);
+void evloop__release_timers(evloop *loop);
+void evloop__destroy_timers(evloop *loop);
+
+/* io.c */
+int evloop__poll_io(evloop *loop, int64_t timeout_ns);
+void evloop__release_fds(evloop *loop);
+
+static inline void evloop__count(_Atomic uint64_t *counter, uint64_t n)
+{
+    /* Only the loop thread writes these counters; relaxed: statistics only. */
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+#endif

@@ -1,0 +1,228 @@
+/* One iteration of the loop, in design.md's order: update the clock, run expired
+ * timers, run the loop-thread queues and internal tasks, drain the external ingress
+ * within the batch budget, then poll or sleep (spinning first) and run fd callbacks.
+ * The microtask queue is drained after every callback. Also the loop half of the wake
+ * protocol: prepare_sleep() announces sleep, re-checks every queue, then blocks. */
+#include "loop.h"
+
+#define MICROTASK_BUDGET 1024 /* microtasks per drain point: a storm cannot starve the loop */
+#define BUDGET_MIN 64
+#define BUDGET_MAX 4096
+#define SPIN_MAX_NS 50000
+#define SPIN_MIN_NS 500
+
+static bool microtasks_pending(evloop *loop)
+{
+    return !evloop__taskq_is_empty(&loop->micro) ||
+           !evloop__ingress_is_empty(loop->remote_micro);
+}
+
+/* Runs a chunk of microtasks queued from other threads; false when none was ready. */
+static bool run_remote_microtasks(evloop *loop, unsigned *budget)
+{
+    struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
+    size_t want = *budget < EVLOOP__DRAIN_CHUNK ? *budget : EVLOOP__DRAIN_CHUNK;
+    size_t n = evloop__ingress_drain(loop->remote_micro, batch, want);
+    for (size_t i = 0; i < n; i++)
+        batch[i].cb(batch[i].arg);
+    *budget -= (unsigned)n;
+    return n > 0;
+}
+
+void evloop__drain_microtasks(evloop *loop)
+{
+    if (!microtasks_pending(loop))
+        return;
+    unsigned budget = MICROTASK_BUDGET;
+    struct evloop__task t;
+    while (budget > 0) {
+        if (evloop__taskq_pop(&loop->micro, &t)) {
+            t.cb(t.arg);
+            budget--;
+        } else if (!run_remote_microtasks(loop, &budget)) {
+            break;
+        }
+    }
+    evloop__count(&loop->stats.microtasks_run, MICROTASK_BUDGET - budget);
+}
+
+static void run_tasks(evloop *loop, const struct evloop__task *tasks, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        tasks[i].cb(tasks[i].arg);
+        evloop__drain_microtasks(loop);
+    }
+    evloop__count(&loop->stats.tasks_run, n);
+}
+
+/* Runs what is in a loop-thread queue now; what those tasks submit waits a tick. */
+static void run_taskq(evloop *loop, struct evloop__taskq *q)
+{
+    struct evloop__task t;
+    for (uint32_t n = evloop__taskq_count(q); n > 0 && evloop__taskq_pop(q, &t); n--)
+        run_tasks(loop, &t, 1);
+}
+
+static void run_internal(evloop *loop)
+{
+    run_taskq(loop, &loop->local_internal);
+    struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
+    size_t n;
+    while ((n = evloop__ingress_drain(loop->internal, batch, EVLOOP__DRAIN_CHUNK)) > 0)
+        run_tasks(loop, batch, n);
+}
+
+static void run_local(evloop *loop)
+{
+    evloop__drain_microtasks(loop);
+    run_internal(loop);
+    run_taskq(loop, &loop->local);
+}
+
+static bool internal_pending(evloop *loop)
+{
+    return !evloop__taskq_is_empty(&loop->local_internal) ||
+           !evloop__ingress_is_empty(loop->internal);
+}
+
+static void adapt_budget(evloop *loop, unsigned ran, bool more_left)
+{
+    if (!loop->budget_adaptive)
+        return;
+    if (more_left && loop->budget < BUDGET_MAX)
+        loop->budget *= 2;
+    else if (!more_left && ran < loop->budget / 4 && loop->budget > BUDGET_MIN)
+        loop->budget /= 2;
+}
+
+static void drain_ingress(evloop *loop)
+{
+    struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
+    unsigned done = 0, budget = loop->budget;
+    while (done < budget) {
+        unsigned want = budget - done < EVLOOP__DRAIN_CHUNK ? budget - done : EVLOOP__DRAIN_CHUNK;
+        size_t n = evloop__ingress_drain(loop->external, batch, want);
+        if (n == 0)
+            break;
+        run_tasks(loop, batch, n);
+        done += (unsigned)n;
+        /* Internal tasks that arrived meanwhile go before the next chunk of externals. */
+        if (internal_pending(loop))
+            run_internal(loop);
+    }
+    adapt_budget(loop, done, done == budget && !evloop__ingress_is_empty(loop->external));
+}
+
+bool evloop__has_work(evloop *loop)
+{
+    return !evloop__taskq_is_empty(&loop->local) ||
+           !evloop__taskq_is_empty(&loop->local_internal) || microtasks_pending(loop) ||
+           !evloop__ingress_is_empty(loop->internal) ||
+           !evloop__ingress_is_empty(loop->external);
+}
+
+/* Adaptive spin (spin_ns = -1): a spin that finds nothing halves the window; a sleep
+ * that a producer ended soon after it began widens it to cover that gap next time. */
+static void adapt_spin(evloop *loop, bool hit, int64_t slept_ns)
+{
+    if (!loop->spin_adaptive)
+        return;
+    int64_t w = atomic_load_explicit(&loop->spin_window, memory_order_relaxed);
+    if (slept_ns >= 0 && slept_ns < SPIN_MAX_NS) {
+        int64_t want = slept_ns + slept_ns / 2;
+        if (want > w)
+            w = want < SPIN_MAX_NS ? want : SPIN_MAX_NS;
+    } else if (!hit && slept_ns < 0) {
+        w = w / 2 < SPIN_MIN_NS ? 0 : w / 2;
+    }
+    atomic_store_explicit(&loop->spin_window, w, memory_order_relaxed);
+}
+
+/* Spins up to the spin window (never past timeout_ns) watching the queues. Returns true
+ * when something arrived: then neither side made a syscall. */
+static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
+{
+    int64_t window = atomic_load_explicit(&loop->spin_window, memory_order_relaxed);
+    if (!loop->multi_cpu || window <= 0)
+        return false;
+    if (timeout_ns >= 0 && timeout_ns < window)
+        window = timeout_ns;
+    uint64_t end = evloop__clock_ns() + (uint64_t)window;
+    for (unsigned i = 1;; i++) {
+        if (evloop__has_work(loop) || atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
+            atomic_load_explicit(&loop->epoch, memory_order_relaxed) != epoch) {
+            evloop__count(&loop->stats.spin_hits, 1);
+            adapt_spin(loop, true, -1);
+            return true;
+        }
+        evloop__cpu_relax();
+        if ((i & 31) == 0 && evloop__clock_ns() >= end)
+            break;
+    }
+    evloop__count(&loop->stats.spin_misses, 1);
+    adapt_spin(loop, false, -1);
+    return false;
+}
+
+/* Announces sleep, re-checks, and blocks until woken, a timer is due or an fd is ready.
+ * seq_cst store of the sleep value, then seq_cst loads in the re-check: the loop half
+ * of the Dekker handshake with evloop__wake_loop() and evloop__kick() (submit.c). */
+static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
+{
+    bool poller = atomic_load(&loop->nfds) > 0;
+    uint32_t value = poller && !(loop->backend->caps & EVLOOP__CAP_WORD_WAKE)
+                         ? EVLOOP__SLEEP_POLLER
+                         : EVLOOP__SLEEP_WORD;
+    atomic_store_explicit(&loop->phase, EVLOOP_SLEEPING, memory_order_relaxed);
+    atomic_store(&loop->sleep_word, value);
+    int r = 0;
+    if (evloop__has_work(loop) || atomic_load(&loop->stopping) ||
+        atomic_load(&loop->epoch) != epoch || (atomic_load(&loop->nfds) > 0) != poller) {
+        atomic_store(&loop->sleep_word, EVLOOP__AWAKE);
+    } else {
+        uint64_t start = evloop__clock_ns();
+        if (poller) {
+            evloop__count(&loop->stats.poller_sleeps, 1);
+            r = evloop__poll_io(loop, timeout_ns);
+        } else {
+            evloop__count(&loop->stats.futex_sleeps, 1);
+            evloop__waker_wait(loop->waker, &loop->sleep_word, value, timeout_ns);
+        }
+        /* A producer that flipped the word woke us; otherwise it was the timeout or an fd. */
+        bool woken = atomic_exchange(&loop->sleep_word, EVLOOP__AWAKE) == EVLOOP__AWAKE;
+        adapt_spin(loop, false, woken ? (int64_t)(evloop__clock_ns() - start) : INT64_MAX);
+    }
+    atomic_store_explicit(&loop->phase, EVLOOP_RUNNING, memory_order_relaxed);
+    return r;
+}
+
+static int poll_or_sleep(evloop *loop)
+{
+    bool stopping = atomic_load_explicit(&loop->stopping, memory_order_relaxed);
+    bool poller = atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0;
+    if (stopping)
+        return 0; /* shutdown drains tasks only: no fd callbacks, no timers */
+    if (evloop__has_work(loop))
+        return poller ? evloop__poll_io(loop, 0) : 0;
+    uint32_t epoch = atomic_load(&loop->epoch);
+    int64_t timeout = evloop__timer_timeout(loop, evloop__clock_ns());
+    if (timeout == 0)
+        return poller ? evloop__poll_io(loop, 0) : 0;
+    if (spin_for_work(loop, timeout, epoch))
+        return 0;
+    if (timeout > 0)
+        timeout = evloop__timer_timeout(loop, evloop__clock_ns());
+    return prepare_sleep(loop, timeout, epoch);
+}
+
+int evloop__tick(evloop *loop)
+{
+    loop->tick++;
+    evloop__count(&loop->stats.ticks, 1);
+    loop->now = evloop__clock_ns();
+    if (!atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+        evloop__run_timers(loop);
+    run_local(loop);
+    drain_ingress(loop);
+    return poll_or_sleep(loop);
+}

@@ -1,0 +1,234 @@
+/* Timers: a binary min-heap (by deadline, then start order) of slot indices over a slab
+ * of timer slots, guarded by timer_lock so any thread may start or cancel. Ids carry a
+ * per-slot generation, so a stale id never cancels a reused slot. Deadlines are taken
+ * from a fresh CLOCK_MONOTONIC read, so a timer never fires early. Interval timers are
+ * re-armed from their previous deadline, not from "now". Start and cancel are
+ * O(log n) in the number of timers; the slab grows by doubling and is reused. */
+#include <stdlib.h>
+
+#include "loop.h"
+
+#define NO_HEAP UINT32_MAX
+#define NO_SLOT UINT32_MAX
+
+static bool timer_before(const struct evloop__timer *a, const struct evloop__timer *b)
+{
+    return a->deadline < b->deadline || (a->deadline == b->deadline && a->order < b->order);
+}
+
+static void heap_set(evloop *loop, uint32_t pos, uint32_t slot)
+{
+    loop->heap[pos] = slot;
+    loop->timers[slot].heap_idx = pos;
+}
+
+static void sift_up(evloop *loop, uint32_t pos)
+{
+    uint32_t slot = loop->heap[pos];
+    while (pos > 0) {
+        uint32_t parent = (pos - 1) / 2;
+        if (!timer_before(&loop->timers[slot], &loop->timers[loop->heap[parent]]))
+            break;
+        heap_set(loop, pos, loop->heap[parent]);
+        pos = parent;
+    }
+    heap_set(loop, pos, slot);
+}
+
+static void sift_down(evloop *loop, uint32_t pos)
+{
+    uint32_t slot = loop->heap[pos];
+    for (;;) {
+        uint32_t child = 2 * pos + 1;
+        if (child >= loop->heap_len)
+            break;
+        if (child + 1 < loop->heap_len &&
+            timer_before(&loop->timers[loop->heap[child + 1]], &loop->timers[loop->heap[child]]))
+            child++;
+        if (!timer_before(&loop->timers[loop->heap[child]], &loop->timers[slot]))
+            break;
+        heap_set(loop, pos, loop->heap[child]);
+        pos = child;
+    }
+    heap_set(loop, pos, slot);
+}
+
+static void publish_next_deadline(evloop *loop)
+{
+    uint64_t next = loop->heap_len ? loop->timers[loop->heap[0]].deadline : UINT64_MAX;
+    atomic_store_explicit(&loop->next_deadline, next, memory_order_relaxed);
+}
+
+static void heap_remove(evloop *loop, uint32_t pos)
+{
+    uint32_t last = loop->heap[--loop->heap_len];
+    loop->timers[loop->heap[pos]].heap_idx = NO_HEAP;
+    if (pos == loop->heap_len)
+        return;
+    heap_set(loop, pos, last);
+    sift_down(loop, pos);
+    sift_up(loop, loop->timers[last].heap_idx);
+}
+
+static void free_slot(evloop *loop, uint32_t slot)
+{
+    struct evloop__timer *t = &loop->timers[slot];
+    t->gen = t->gen + 1 ? t->gen + 1 : 1;
+    t->heap_idx = NO_HEAP;
+    t->next_free = loop->free_timer;
+    loop->free_timer = slot;
+}
+
+static int grow_timers(evloop *loop)
+{
+    uint32_t cap = loop->timers_cap ? loop->timers_cap * 2 : 64;
+    if (cap <= loop->timers_cap)
+        return -ENOMEM;
+    struct evloop__timer *timers = realloc(loop->timers, cap * sizeof(*timers));
+    if (!timers)
+        return -ENOMEM;
+    loop->timers = timers;
+    uint32_t *heap = realloc(loop->heap, cap * sizeof(*heap));
+    if (!heap)
+        return -ENOMEM; /* the larger slab is kept; nothing else changed */
+    loop->heap = heap;
+    for (uint32_t i = cap; i-- > loop->timers_cap;) {
+        timers[i] = (struct evloop__timer){.gen = 1, .heap_idx = NO_HEAP,
+                                           .next_free = loop->free_timer};
+        loop->free_timer = i;
+    }
+    loop->timers_cap = cap;
+    return 0;
+}
+
+EVLOOP_API int evloop_timer_start(evloop *loop, uint64_t delay_ns, uint64_t interval_ns,
+                                  evloop_cb cb, void *arg, evloop_timer_id *out)
+{
+    if (!loop || !cb)
+        return -EINVAL;
+    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+        return -ESHUTDOWN;
+    uint64_t now = evloop__clock_ns();
+    uint64_t deadline = delay_ns > UINT64_MAX - now ? UINT64_MAX : now + delay_ns;
+    pthread_mutex_lock(&loop->timer_lock);
+    if (loop->free_timer == NO_SLOT || loop->timers_cap == 0) {
+        int r = grow_timers(loop);
+        if (r < 0) {
+            pthread_mutex_unlock(&loop->timer_lock);
+            return r;
+        }
+    }
+    uint32_t slot = loop->free_timer;
+    struct evloop__timer *t = &loop->timers[slot];
+    loop->free_timer = t->next_free;
+    t->deadline = deadline;
+    t->interval = interval_ns;
+    t->order = loop->timer_order++;
+    t->cb = cb;
+    t->arg = arg;
+    t->armed_tick = 0;
+    loop->heap[loop->heap_len] = slot;
+    sift_up(loop, loop->heap_len++);
+    bool is_first = t->heap_idx == 0;
+    publish_next_deadline(loop);
+    evloop_timer_id id = (uint64_t)t->gen << 32 | slot;
+    pthread_mutex_unlock(&loop->timer_lock);
+    if (out)
+        *out = id;
+    /* A new earliest deadline must shorten a sleep already under way. */
+    if (is_first && !evloop__on_loop_thread(loop))
+        evloop__kick(loop);
+    return 0;
+}
+
+EVLOOP_API int evloop_timer_cancel(evloop *loop, evloop_timer_id id)
+{
+    if (!loop)
+        return -EINVAL;
+    uint32_t slot = (uint32_t)id, gen = (uint32_t)(id >> 32);
+    int r = -ENOENT;
+    pthread_mutex_lock(&loop->timer_lock);
+    if (slot < loop->timers_cap && loop->timers[slot].gen == gen &&
+        loop->timers[slot].heap_idx != NO_HEAP) {
+        heap_remove(loop, loop->timers[slot].heap_idx);
+        free_slot(loop, slot);
+        publish_next_deadline(loop);
+        r = 0;
+    }
+    pthread_mutex_unlock(&loop->timer_lock);
+    return r;
+}
+
+/* Under timer_lock: takes the due timer at the top, if any, re-arming an interval timer
+ * (at most once per tick, so a tiny interval cannot hold the loop here). */
+static bool pop_due(evloop *loop, struct evloop__task *out)
+{
+    if (loop->heap_len == 0)
+        return false;
+    uint32_t slot = loop->heap[0];
+    struct evloop__timer *t = &loop->timers[slot];
+    if (t->deadline > loop->now || (t->interval && t->armed_tick == loop->tick))
+        return false;
+    *out = (struct evloop__task){t->cb, t->arg};
+    if (t->interval) {
+        t->deadline = t->deadline > UINT64_MAX - t->interval ? UINT64_MAX
+                                                              : t->deadline + t->interval;
+        t->armed_tick = loop->tick;
+        sift_down(loop, 0);
+    } else {
+        heap_remove(loop, 0);
+        free_slot(loop, slot);
+    }
+    publish_next_deadline(loop);
+    return true;
+}
+
+void evloop__run_timers(evloop *loop)
+{
+    if (atomic_load_explicit(&loop->next_deadline, memory_order_relaxed) > loop->now)
+        return;
+    for (;;) {
+        struct evloop__task t;
+        pthread_mutex_lock(&loop->timer_lock);
+        bool due = pop_due(loop, &t);
+        pthread_mutex_unlock(&loop->timer_lock);
+        if (!due)
+            break;
+        t.cb(t.arg);
+        evloop__count(&loop->stats.timers_fired, 1);
+        evloop__drain_microtasks(loop);
+    }
+}
+
+int64_t evloop__timer_timeout(evloop *loop, uint64_t now)
+{
+    uint64_t next = atomic_load_explicit(&loop->next_deadline, memory_order_relaxed);
+    if (next == UINT64_MAX)
+        return -1;
+    return next <= now ? 0 : (int64_t)(next - now > INT64_MAX ? INT64_MAX : next - now);
+}
+
+bool evloop__has_timers(evloop *loop)
+{
+    return atomic_load_explicit(&loop->next_deadline, memory_order_relaxed) != UINT64_MAX;
+}
+
+void evloop__release_timers(evloop *loop)
+{
+    pthread_mutex_lock(&loop->timer_lock);
+    while (loop->heap_len > 0) {
+        uint32_t slot = loop->heap[0];
+        heap_remove(loop, 0);
+        free_slot(loop, slot);
+    }
+    publish_next_deadline(loop);
+    pthread_mutex_unlock(&loop->timer_lock);
+}
+
+void evloop__destroy_timers(evloop *loop)
+{
+    free(loop->timers);
+    free(loop->heap);
+    loop->timers = NULL;
+    loop->heap = NULL;
+}
