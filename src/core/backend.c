@@ -38,13 +38,13 @@ static bool is_auto(const char *name)
     return !name || !*name || strcmp(name, "auto") == 0;
 }
 
-static int open_named(const char *name, _Atomic uint32_t *word,
-                      const struct evloop__backend **out, void **state)
+static int open_named(const char *name, _Atomic uint32_t *word, const struct evloop__backend **out,
+                      void **state, unsigned *caps)
 {
     for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
         if (strcmp(candidates[i]->name, name) != 0)
             continue;
-        int r = candidates[i]->init(state, word);
+        int r = candidates[i]->init(state, word, caps);
         if (r == 0)
             *out = candidates[i];
         return r;
@@ -56,17 +56,18 @@ static int open_named(const char *name, _Atomic uint32_t *word,
 }
 
 int evloop__backend_open(const char *name, _Atomic uint32_t *word,
-                         const struct evloop__backend **out, void **state, char *fallback,
-                         size_t fallback_len)
+                         const struct evloop__backend **out, void **state, unsigned *caps,
+                         char *fallback, size_t fallback_len)
 {
     fallback[0] = '\0';
+    *caps = 0;
     if (is_auto(name))
         name = getenv("EVLOOP_BACKEND");
     if (!is_auto(name))
-        return open_named(name, word, out, state);
+        return open_named(name, word, out, state, caps);
     int first_err = -ENOTSUP;
     for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-        int r = candidates[i]->init(state, word);
+        int r = candidates[i]->init(state, word, caps);
         if (r == 0) {
             *out = candidates[i];
             return 0;

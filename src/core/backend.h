@@ -14,17 +14,18 @@ struct evloop__io_event {
 };
 
 enum {
-    /* wait() also returns when the loop's sleep word is futex-woken, so the loop sleeps
-     * in the poller with EVLOOP__SLEEP_WORD and producers wake it with the futex. */
+    /* wait() also returns when the loop's sleep word is woken by evloop__waker_wake(),
+     * so the loop sleeps in the poller with EVLOOP__SLEEP_WORD and producers wake it
+     * with the same call as in fast-wake mode (io_uring's futex wait, futex waker only). */
     EVLOOP__CAP_WORD_WAKE = 1u,
 };
 
 struct evloop__backend {
     const char *name;
-    unsigned caps;
-    /* Creates the poller. sleep_word is the loop's wake word (for CAP_WORD_WAKE).
+    /* Creates the poller and sets *caps (EVLOOP__CAP_* bits it can offer on this
+     * machine). sleep_word is the loop's wake word (for CAP_WORD_WAKE).
      * Returns 0, -ENOTSUP when this backend cannot run here, or another -errno. */
-    int (*init)(void **state, _Atomic uint32_t *sleep_word);
+    int (*init)(void **state, _Atomic uint32_t *sleep_word, unsigned *caps);
     void (*destroy)(void *state);
     /* add/modify/remove: the core serialises these calls; wait and wake may run
      * concurrently with them. events are EVLOOP_READABLE | EVLOOP_WRITABLE. */
@@ -42,7 +43,7 @@ struct evloop__backend {
  * candidate list), or a backend name. fallback receives why auto skipped a candidate
  * ("" if it did not). Returns 0, -EINVAL (unknown name), -ENOTSUP, or -errno. */
 int evloop__backend_open(const char *name, _Atomic uint32_t *sleep_word,
-                         const struct evloop__backend **out, void **state, char *fallback,
-                         size_t fallback_len);
+                         const struct evloop__backend **out, void **state, unsigned *caps,
+                         char *fallback, size_t fallback_len);
 
 #endif

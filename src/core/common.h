@@ -12,13 +12,12 @@
 #ifdef EVLOOP_DEBUG
 #include <stdio.h>
 #include <stdlib.h>
-#define EVLOOP_ASSERT(cond)                                                                 \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "evloop: %s:%d: assertion failed: %s\n", __FILE__, __LINE__,    \
-                    #cond);                                                                 \
-            abort();                                                                        \
-        }                                                                                   \
+#define EVLOOP_ASSERT(cond)                                                                        \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "evloop: %s:%d: assertion failed: %s\n", __FILE__, __LINE__, #cond);   \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 #else
 #define EVLOOP_ASSERT(cond) ((void)0)

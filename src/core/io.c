@@ -98,8 +98,7 @@ EVLOOP_API int evloop_io_modify(evloop *loop, int fd, unsigned events)
     else if (fd >= loop->fds_cap || !loop->fds[fd].active)
         r = -ENOENT;
     else
-        r = loop->backend->modify(loop->backend_state, fd, events,
-                                  make_tag(fd, loop->fds[fd].gen));
+        r = loop->backend->modify(loop->backend_state, fd, events, make_tag(fd, loop->fds[fd].gen));
     if (r == 0)
         loop->fds[fd].events = events;
     pthread_mutex_unlock(&loop->io_lock);

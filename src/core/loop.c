@@ -17,8 +17,8 @@
 EVLOOP_API void evloop_config_init(evloop_config *cfg)
 {
     if (cfg)
-        *cfg = (evloop_config){.backend = NULL, .batch_budget = 0, .spin_ns = -1,
-                               .auto_exit = false};
+        *cfg =
+            (evloop_config){.backend = NULL, .batch_budget = 0, .spin_ns = -1, .auto_exit = false};
 }
 
 static void destroy(evloop *loop)
@@ -51,7 +51,8 @@ static int create_parts(evloop *loop, const evloop_config *cfg)
         (r = evloop__taskq_init(&loop->micro, LOCAL_CAPACITY)) < 0)
         return r;
     return evloop__backend_open(cfg->backend, &loop->sleep_word, &loop->backend,
-                                &loop->backend_state, loop->fallback, sizeof(loop->fallback));
+                                &loop->backend_state, &loop->backend_caps, loop->fallback,
+                                sizeof(loop->fallback));
 }
 
 EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)

@@ -52,6 +52,7 @@ struct evloop {
     struct evloop__waker *waker;
     const struct evloop__backend *backend;
     void *backend_state;
+    unsigned backend_caps;
 
     /* Written by other threads when they change what the loop should wait for. */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t epoch; /* bumped by remote timer/fd changes */
@@ -77,7 +78,7 @@ struct evloop {
     struct evloop__taskq local, local_internal, micro;
     uint64_t now;
     uint64_t tick;
-    unsigned budget;       /* external tasks per tick now */
+    unsigned budget; /* external tasks per tick now */
     bool budget_adaptive;
     _Atomic int64_t spin_window; /* ns; read by evloop_stats */
     bool spin_adaptive;

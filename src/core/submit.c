@@ -10,8 +10,7 @@
 bool evloop__on_loop_thread(const evloop *loop)
 {
     /* relaxed: only the loop thread itself can find its own id here. */
-    return atomic_load_explicit(&loop->owner, memory_order_relaxed) ==
-           (uintptr_t)pthread_self();
+    return atomic_load_explicit(&loop->owner, memory_order_relaxed) == (uintptr_t)pthread_self();
 }
 
 void evloop__wake_loop(evloop *loop)
@@ -61,8 +60,8 @@ EVLOOP_API int evloop_submit(evloop *loop, evloop_cb cb, void *arg)
 
 EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg)
 {
-    return submit_to(loop, loop ? &loop->local_internal : NULL, loop ? loop->internal : NULL,
-                     cb, arg);
+    return submit_to(loop, loop ? &loop->local_internal : NULL, loop ? loop->internal : NULL, cb,
+                     arg);
 }
 
 EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg)

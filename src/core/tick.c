@@ -13,8 +13,7 @@
 
 static bool microtasks_pending(evloop *loop)
 {
-    return !evloop__taskq_is_empty(&loop->micro) ||
-           !evloop__ingress_is_empty(loop->remote_micro);
+    return !evloop__taskq_is_empty(&loop->micro) || !evloop__ingress_is_empty(loop->remote_micro);
 }
 
 /* Runs a chunk of microtasks queued from other threads; false when none was ready. */
@@ -117,8 +116,7 @@ bool evloop__has_work(evloop *loop)
 {
     return !evloop__taskq_is_empty(&loop->local) ||
            !evloop__taskq_is_empty(&loop->local_internal) || microtasks_pending(loop) ||
-           !evloop__ingress_is_empty(loop->internal) ||
-           !evloop__ingress_is_empty(loop->external);
+           !evloop__ingress_is_empty(loop->internal) || !evloop__ingress_is_empty(loop->external);
 }
 
 /* Adaptive spin (spin_ns = -1): a spin that finds nothing halves the window; a sleep
@@ -170,9 +168,8 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
 static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
 {
     bool poller = atomic_load(&loop->nfds) > 0;
-    uint32_t value = poller && !(loop->backend->caps & EVLOOP__CAP_WORD_WAKE)
-                         ? EVLOOP__SLEEP_POLLER
-                         : EVLOOP__SLEEP_WORD;
+    uint32_t value = poller && !(loop->backend_caps & EVLOOP__CAP_WORD_WAKE) ? EVLOOP__SLEEP_POLLER
+                                                                             : EVLOOP__SLEEP_WORD;
     atomic_store_explicit(&loop->phase, EVLOOP_SLEEPING, memory_order_relaxed);
     atomic_store(&loop->sleep_word, value);
     int r = 0;

@@ -93,8 +93,8 @@ static int grow_timers(evloop *loop)
         return -ENOMEM; /* the larger slab is kept; nothing else changed */
     loop->heap = heap;
     for (uint32_t i = cap; i-- > loop->timers_cap;) {
-        timers[i] = (struct evloop__timer){.gen = 1, .heap_idx = NO_HEAP,
-                                           .next_free = loop->free_timer};
+        timers[i] =
+            (struct evloop__timer){.gen = 1, .heap_idx = NO_HEAP, .next_free = loop->free_timer};
         loop->free_timer = i;
     }
     loop->timers_cap = cap;
@@ -171,8 +171,8 @@ static bool pop_due(evloop *loop, struct evloop__task *out)
         return false;
     *out = (struct evloop__task){t->cb, t->arg};
     if (t->interval) {
-        t->deadline = t->deadline > UINT64_MAX - t->interval ? UINT64_MAX
-                                                              : t->deadline + t->interval;
+        t->deadline =
+            t->deadline > UINT64_MAX - t->interval ? UINT64_MAX : t->deadline + t->interval;
         t->armed_tick = loop->tick;
         sift_down(loop, 0);
     } else {

@@ -41,7 +41,8 @@ int evloop__waker_wait(struct evloop__waker *w, _Atomic uint32_t *word, uint32_t
     (void)w;
 #if EVLOOP_HAVE_OS_SYNC
     if (timeout_ns >= 0)
-        os_sync_wait_on_address_with_timeout((void *)word, expected, 4, OS_SYNC_WAIT_ON_ADDRESS_NONE,
+        os_sync_wait_on_address_with_timeout((void *)word, expected, 4,
+                                             OS_SYNC_WAIT_ON_ADDRESS_NONE,
                                              OS_CLOCK_MACH_ABSOLUTE_TIME, (uint64_t)timeout_ns);
     else
         os_sync_wait_on_address((void *)word, expected, 4, OS_SYNC_WAIT_ON_ADDRESS_NONE);

@@ -25,9 +25,10 @@ struct epoll_state {
     bool no_pwait2;
 };
 
-static int epoll_init(void **out, _Atomic uint32_t *word)
+static int epoll_init(void **out, _Atomic uint32_t *word, unsigned *caps)
 {
     (void)word;
+    *caps = 0;
     struct epoll_state *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
@@ -69,7 +70,8 @@ static uint32_t from_epoll(uint32_t ev)
 {
     return (ev & (EPOLLIN | EPOLLRDHUP) ? EVLOOP_READABLE : 0u) |
            (ev & EPOLLOUT ? EVLOOP_WRITABLE : 0u) |
-           (ev & (EPOLLHUP | EPOLLRDHUP) ? EVLOOP_HANGUP : 0u) | (ev & EPOLLERR ? EVLOOP_ERROR : 0u);
+           (ev & (EPOLLHUP | EPOLLRDHUP) ? EVLOOP_HANGUP : 0u) |
+           (ev & EPOLLERR ? EVLOOP_ERROR : 0u);
 }
 
 static int ctl(struct epoll_state *s, int op, int fd, uint32_t events, uint64_t tag)
@@ -107,8 +109,7 @@ static int wait_raw(struct epoll_state *s, int64_t timeout_ns, struct epoll_even
     return epoll_wait(s->epfd, ev, max, ms);
 }
 
-static int epoll_wait_events(void *state, int64_t timeout_ns, struct evloop__io_event *out,
-                             int max)
+static int epoll_wait_events(void *state, int64_t timeout_ns, struct evloop__io_event *out, int max)
 {
     struct epoll_state *s = state;
     struct epoll_event ev[64];
@@ -140,7 +141,6 @@ static int epoll_wake(void *state)
 
 const struct evloop__backend evloop__backend_epoll = {
     .name = "epoll",
-    .caps = 0,
     .init = epoll_init,
     .destroy = epoll_destroy,
     .add = epoll_add,

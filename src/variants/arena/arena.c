@@ -40,7 +40,7 @@ struct ov_chunk {
 };
 
 struct evloop__ingress {
-    alignas(EVLOOP_CACHELINE) _Atomic uint64_t tail; /* producers; bit 63 = closed */
+    alignas(EVLOOP_CACHELINE) _Atomic uint64_t tail;  /* producers; bit 63 = closed */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t spill; /* 1 while the overflow is in use */
     alignas(EVLOOP_CACHELINE) uint64_t head;          /* consumer only from here on */
     uint64_t mask;
@@ -147,8 +147,7 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
         if (diff == 0) {
             /* seq_cst: the claim is the push's Dekker write; pairs with the seq_cst load
              * of tail in evloop__ingress_is_empty(). */
-            if (atomic_compare_exchange_weak_explicit(&q->tail, &pos, pos + 1,
-                                                      memory_order_seq_cst,
+            if (atomic_compare_exchange_weak_explicit(&q->tail, &pos, pos + 1, memory_order_seq_cst,
                                                       memory_order_relaxed)) {
                 s->cb = cb;
                 s->arg = arg;

@@ -25,9 +25,9 @@ struct chunk {
 
 struct evloop__ingress {
     alignas(EVLOOP_CACHELINE) pthread_mutex_t mu;
-    struct chunk *head, *tail, *pool; /* under mu */
-    bool closed;                      /* under mu */
-    _Atomic uint64_t pushed;          /* written under mu */
+    struct chunk *head, *tail, *pool;         /* under mu */
+    bool closed;                              /* under mu */
+    _Atomic uint64_t pushed;                  /* written under mu */
     alignas(EVLOOP_CACHELINE) uint64_t taken; /* consumer only from here on */
     struct chunk *cur;                        /* the list taken last, oldest first */
     uint32_t cur_pos;
