@@ -50,23 +50,24 @@ typedef struct evloop_config {
 
 /* Counters of one loop, read with evloop_stats(). Counts are since evloop_new(). */
 struct evloop_stats {
-    uint64_t tasks_run;        /* external, internal and loop-thread tasks run */
-    uint64_t microtasks_run;   /* microtasks run */
-    uint64_t timers_fired;     /* timer callbacks run */
-    uint64_t io_callbacks;     /* fd callbacks run */
-    uint64_t ticks;            /* loop iterations */
-    uint64_t futex_sleeps;     /* times the loop slept on its wake word (no fd registered) */
-    uint64_t futex_wakes;      /* wake syscalls made by producers to a loop asleep on the word */
-    uint64_t poller_sleeps;    /* times the loop slept in the poller (fds registered) */
-    uint64_t poller_wakes;     /* wake calls made by producers to a loop asleep in the poller */
-    uint64_t spin_hits;        /* spins before sleeping that found work (no syscall either side) */
-    uint64_t spin_misses;      /* spins that found nothing and went on to sleep */
-    uint64_t ingress_overflows; /* external tasks that went past the preallocated ingress */
-    unsigned batch_budget;     /* external tasks per tick now in force */
-    int64_t spin_ns;           /* spin window now in force, ns */
-    const char *backend;       /* "epoll", "io_uring", "kqueue" */
-    const char *ingress;       /* "arena" or "chunk" */
-    const char *fallback;      /* why "auto" did not get its first choice; "" if it did */
+    uint64_t tasks_run;         /* external, internal and loop-thread tasks run */
+    uint64_t microtasks_run;    /* microtasks run */
+    uint64_t timers_fired;      /* timer callbacks run */
+    uint64_t io_callbacks;      /* fd callbacks run */
+    uint64_t ticks;             /* loop iterations */
+    uint64_t futex_sleeps;      /* times the loop slept on its wake word (no fd registered) */
+    uint64_t futex_wakes;       /* wake syscalls made by producers to a loop asleep on the word */
+    uint64_t poller_sleeps;     /* times the loop slept in the poller (fds registered) */
+    uint64_t poller_wakes;      /* wake calls made by producers to a loop asleep in the poller */
+    uint64_t spin_hits;         /* spins before sleeping that found work (no syscall either side) */
+    uint64_t spin_misses;       /* spins that found nothing and went on to sleep */
+    uint64_t ingress_overflows; /* past the preallocated ingress: arena: tasks spilled to the
+                                   overflow list; chunk: chunks allocated beyond the pool */
+    unsigned batch_budget;      /* external tasks per tick now in force */
+    int64_t spin_ns;            /* spin window now in force, ns */
+    const char *backend;        /* "epoll", "io_uring", "kqueue" */
+    const char *ingress;        /* "arena" or "chunk" */
+    const char *fallback;       /* why "auto" did not get its first choice; "" if it did */
 };
 
 /* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit.

@@ -26,6 +26,7 @@
 
 #define CLOSED_BIT (UINT64_C(1) << 63)
 #define OVERFLOW_CHUNK_TASKS 128
+#define FULL_WAIT_SPINS 256 /* pause rounds a producer waits on a full ring before spilling */
 
 struct slot {
     _Atomic uint64_t seq;
@@ -133,6 +134,7 @@ static int overflow_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
 int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
 {
     uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    unsigned full_waits = 0;
     for (;;) {
         if (pos & CLOSED_BIT)
             return -ESHUTDOWN;
@@ -156,7 +158,12 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
                 return 0;
             }
         } else if (diff < 0) {
-            return overflow_push(q, cb, arg); /* ring full */
+            /* Full: the consumer frees slots in order, so wait a moment for this one
+             * before spilling; a running loop keeps the ring (and no lock) in use. */
+            if (++full_waits > FULL_WAIT_SPINS)
+                return overflow_push(q, cb, arg);
+            evloop__cpu_relax();
+            pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
         } else {
             pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
         }

@@ -41,7 +41,15 @@ int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity)
     if (!q)
         return -ENOMEM;
     *q = (struct evloop__ingress){0};
-    pthread_mutex_init(&q->mu, NULL);
+    /* Adaptive: the critical sections are a few stores, so a contended lock is better
+     * spun on briefly than slept on (glibc extension; a plain mutex elsewhere). */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    pthread_mutex_init(&q->mu, &attr);
+    pthread_mutexattr_destroy(&attr);
     /* Preallocate the pool so the first `capacity` tasks need no allocation. */
     for (uint32_t i = 0; i < (capacity + CHUNK_TASKS - 1) / CHUNK_TASKS; i++) {
         struct chunk *c = malloc(sizeof(*c));
