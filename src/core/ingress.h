@@ -47,7 +47,8 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
 /* True when every accepted push has been drained. */
 bool evloop__ingress_is_empty(struct evloop__ingress *q);
 
-/* Refuses every later push with -ESHUTDOWN. Idempotent. */
+/* Refuses every later push with -ESHUTDOWN. Idempotent. A push that is refused acquires
+ * the close: what the closing thread did before _close() is visible to that producer. */
 void evloop__ingress_close(struct evloop__ingress *q);
 
 /* Tasks that did not fit the preallocated part (0 for a variant without one). */

@@ -106,7 +106,9 @@ static int run_until_drained(evloop *loop)
             err = r; /* a poller failure: shut down gracefully, then report it */
             evloop_stop(loop);
         }
-        if (atomic_load(&loop->stopping) && !evloop__has_work(loop))
+        /* Only once every queue is closed is "no work" final: until then a producer
+         * may still be accepted by a queue that stop() has not reached yet. */
+        if (atomic_load(&loop->closed) && !evloop__has_work(loop))
             return err;
         if (loop->auto_exit && nothing_left(loop))
             evloop_stop(loop);
@@ -143,6 +145,8 @@ EVLOOP_API int evloop_stop(evloop *loop)
     evloop__ingress_close(loop->external);
     evloop__ingress_close(loop->internal);
     evloop__ingress_close(loop->remote_micro);
+    /* seq_cst: pairs with the load of closed in run_until_drained(). */
+    atomic_store(&loop->closed, true);
     evloop__kick(loop);
     return 0;
 }

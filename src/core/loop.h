@@ -46,7 +46,8 @@ struct evloop__stats_counters {
 struct evloop {
     /* Read by producers on every submit. */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t sleep_word; /* EVLOOP__AWAKE / SLEEP_* */
-    _Atomic bool stopping;
+    _Atomic bool stopping;                                 /* set first by evloop_stop() */
+    _Atomic bool closed;     /* set by evloop_stop() once every ingress queue is closed */
     _Atomic uintptr_t owner; /* the thread inside evloop_run, 0 when none */
     struct evloop__ingress *external, *internal, *remote_micro;
     struct evloop__waker *waker;

@@ -37,6 +37,20 @@ void evloop__kick(evloop *loop)
     evloop__wake_loop(loop);
 }
 
+/* A refusal is final: once any push was refused, stopping is visible here (it is set
+ * before the queues are closed, and a refused push acquires the close), so a later
+ * push to another queue of the same loop is refused too. */
+static int push_and_wake(evloop *loop, struct evloop__ingress *q, evloop_cb cb, void *arg)
+{
+    /* acquire: pairs with the seq_cst exchange of stopping in evloop_stop(). */
+    if (atomic_load_explicit(&loop->stopping, memory_order_acquire))
+        return -ESHUTDOWN;
+    int r = evloop__ingress_push(q, cb, arg);
+    if (r == 0)
+        evloop__wake_loop(loop);
+    return r;
+}
+
 static int submit_to(evloop *loop, struct evloop__taskq *local, struct evloop__ingress *q,
                      evloop_cb cb, void *arg)
 {
@@ -47,10 +61,7 @@ static int submit_to(evloop *loop, struct evloop__taskq *local, struct evloop__i
             return -ESHUTDOWN;
         return evloop__taskq_push(local, cb, arg);
     }
-    int r = evloop__ingress_push(q, cb, arg);
-    if (r == 0)
-        evloop__wake_loop(loop);
-    return r;
+    return push_and_wake(loop, q, cb, arg);
 }
 
 EVLOOP_API int evloop_submit(evloop *loop, evloop_cb cb, void *arg)
@@ -72,8 +83,5 @@ EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg)
      * spawned by work that was accepted, and shutdown runs all of that. */
     if (evloop__on_loop_thread(loop))
         return evloop__taskq_push(&loop->micro, cb, arg);
-    int r = evloop__ingress_push(loop->remote_micro, cb, arg);
-    if (r == 0)
-        evloop__wake_loop(loop);
-    return r;
+    return push_and_wake(loop, loop->remote_micro, cb, arg);
 }

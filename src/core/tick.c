@@ -201,6 +201,8 @@ static int poll_or_sleep(evloop *loop)
         return 0; /* shutdown drains tasks only: no fd callbacks, no timers */
     if (evloop__has_work(loop))
         return poller ? evloop__poll_io(loop, 0) : 0;
+    if (loop->auto_exit && !poller && !evloop__has_timers(loop))
+        return 0; /* nothing left: evloop_run() stops the loop instead of sleeping */
     uint32_t epoch = atomic_load(&loop->epoch);
     int64_t timeout = evloop__timer_timeout(loop, evloop__clock_ns());
     if (timeout == 0)

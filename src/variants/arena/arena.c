@@ -136,8 +136,12 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
     uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
     unsigned full_waits = 0;
     for (;;) {
-        if (pos & CLOSED_BIT)
+        if (pos & CLOSED_BIT) {
+            /* acquire: pairs with the seq_cst fetch_or in _close(), so what the closer
+             * did before closing is visible to this producer after the refusal. */
+            atomic_thread_fence(memory_order_acquire);
             return -ESHUTDOWN;
+        }
         /* relaxed: a producer sees its own spill (coherence); others may go to the ring
          * until they see it, which keeps their order too. */
         if (atomic_load_explicit(&q->spill, memory_order_relaxed))
