@@ -115,8 +115,10 @@ EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg);
 EVLOOP_API int evloop_timer_start(evloop *loop, uint64_t delay_ns, uint64_t interval_ns,
                                   evloop_cb cb, void *arg, evloop_timer_id *out);
 
-/* Cancels a timer; its callback does not start after this returns. Any thread, including
- * its own callback. Returns 0, -EINVAL (NULL loop), -ENOENT (unknown, fired or cancelled). */
+/* Cancels a timer: on the loop thread (its own callback included) the callback does not
+ * start after this returns; from another thread, a firing the loop has already begun to
+ * dispatch may still run once. Any thread.
+ * Returns 0, -EINVAL (NULL loop), -ENOENT (unknown, fired or cancelled). */
 EVLOOP_API int evloop_timer_cancel(evloop *loop, evloop_timer_id id);
 
 /* Watches fd for events (EVLOOP_READABLE | EVLOOP_WRITABLE); cb(arg, fd, revents) runs on
@@ -130,8 +132,10 @@ EVLOOP_API int evloop_io_add(evloop *loop, int fd, unsigned events, evloop_io_cb
  * -ENOENT (fd not registered), -ESHUTDOWN, or the poller's -errno. */
 EVLOOP_API int evloop_io_modify(evloop *loop, int fd, unsigned events);
 
-/* Stops watching fd. No callback for it starts after this returns, even if readiness was
- * pending. Any thread. Returns 0, -EINVAL (NULL loop), -EBADF (negative fd), -ENOENT. */
+/* Stops watching fd. On the loop thread no callback for it starts after this returns,
+ * even if readiness was pending; from another thread, a callback the loop has already
+ * begun to dispatch may still run once. Any thread.
+ * Returns 0, -EINVAL (NULL loop), -EBADF (negative fd), -ENOENT. */
 EVLOOP_API int evloop_io_remove(evloop *loop, int fd);
 
 /* The loop's state now. Any thread. A NULL loop reads as EVLOOP_TERMINATED. */

@@ -33,6 +33,15 @@ static const struct evloop__backend *const candidates[] = {
 
 static const char *const known_names[] = {"epoll", "io_uring", "kqueue"};
 
+/* Why the init running on this thread refused, if it said (evloop__backend_refused). */
+static _Thread_local char refusal[96];
+
+int evloop__backend_refused(const char *what, int err)
+{
+    snprintf(refusal, sizeof(refusal), "%s: %s", what, strerror(err));
+    return -ENOTSUP;
+}
+
 static bool is_auto(const char *name)
 {
     return !name || !*name || strcmp(name, "auto") == 0;
@@ -67,13 +76,15 @@ int evloop__backend_open(const char *name, _Atomic uint32_t *word,
         return open_named(name, word, out, state, caps);
     int first_err = -ENOTSUP;
     for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+        refusal[0] = '\0';
         int r = candidates[i]->init(state, word, caps);
         if (r == 0) {
             *out = candidates[i];
             return 0;
         }
         if (!fallback[0])
-            snprintf(fallback, fallback_len, "%s: %s", candidates[i]->name, strerror(-r));
+            snprintf(fallback, fallback_len, "%s: %s", candidates[i]->name,
+                     refusal[0] ? refusal : strerror(-r));
         if (first_err == -ENOTSUP)
             first_err = r;
     }

@@ -39,6 +39,11 @@ struct evloop__backend {
     int (*wake)(void *state);
 };
 
+/* Called by a backend's init just before it returns -ENOTSUP, on the same thread: what
+ * refused it and the errno it got ("io_uring_setup", EPERM), so the fallback reason in
+ * evloop_stats() says why. Returns -ENOTSUP. */
+int evloop__backend_refused(const char *what, int err);
+
 /* Picks and starts a backend. name: NULL or "auto" (then $EVLOOP_BACKEND, then the
  * candidate list), or a backend name. fallback receives why auto skipped a candidate
  * ("" if it did not). Returns 0, -EINVAL (unknown name), -ENOTSUP, or -errno. */

@@ -1,4 +1,5 @@
 /* evloop_strerror(): messages for the values evloop functions return. */
+#include <limits.h>
 #include <string.h>
 
 #include "evloop.h"
@@ -18,7 +19,7 @@ EVLOOP_API const char *evloop_strerror(int err)
     case -ENOMEM: return "out of memory; nothing was accepted";
     default: break;
     }
-    if (err < 0) {
+    if (err < 0 && err != INT_MIN) {
         const char *s = strerror(-err);
         if (s)
             return s;

@@ -82,7 +82,7 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
         return r;
     }
     loop->budget_adaptive = cfg->batch_budget == 0;
-    loop->budget = cfg->batch_budget ? cfg->batch_budget : BUDGET_START;
+    atomic_init(&loop->budget, cfg->batch_budget ? cfg->batch_budget : BUDGET_START);
     loop->spin_adaptive = cfg->spin_ns < 0;
     atomic_init(&loop->spin_window, cfg->spin_ns < 0 ? SPIN_START_NS : cfg->spin_ns);
     loop->multi_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1;
@@ -216,7 +216,7 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
         .spin_hits = read_counter(&c->spin_hits),
         .spin_misses = read_counter(&c->spin_misses),
         .ingress_overflows = evloop__ingress_overflows(loop->external),
-        .batch_budget = loop->budget,
+        .batch_budget = atomic_load_explicit(&loop->budget, memory_order_relaxed),
         .spin_ns = atomic_load_explicit(&loop->spin_window, memory_order_relaxed),
         .backend = loop->backend->name,
         .ingress = evloop__ingress_name(),

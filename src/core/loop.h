@@ -79,7 +79,7 @@ struct evloop {
     struct evloop__taskq local, local_internal, micro;
     uint64_t now;
     uint64_t tick;
-    unsigned budget; /* external tasks per tick now */
+    _Atomic unsigned budget; /* external tasks per tick now; read by evloop_stats */
     bool budget_adaptive;
     _Atomic int64_t spin_window; /* ns; read by evloop_stats */
     bool spin_adaptive;

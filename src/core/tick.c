@@ -88,16 +88,19 @@ static void adapt_budget(evloop *loop, unsigned ran, bool more_left)
 {
     if (!loop->budget_adaptive)
         return;
-    if (more_left && loop->budget < BUDGET_MAX)
-        loop->budget *= 2;
-    else if (!more_left && ran < loop->budget / 4 && loop->budget > BUDGET_MIN)
-        loop->budget /= 2;
+    /* relaxed: only the loop thread writes the budget; evloop_stats reads it. */
+    unsigned budget = atomic_load_explicit(&loop->budget, memory_order_relaxed);
+    if (more_left && budget < BUDGET_MAX)
+        budget *= 2;
+    else if (!more_left && ran < budget / 4 && budget > BUDGET_MIN)
+        budget /= 2;
+    atomic_store_explicit(&loop->budget, budget, memory_order_relaxed);
 }
 
 static void drain_ingress(evloop *loop)
 {
     struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
-    unsigned done = 0, budget = loop->budget;
+    unsigned done = 0, budget = atomic_load_explicit(&loop->budget, memory_order_relaxed);
     while (done < budget) {
         unsigned want = budget - done < EVLOOP__DRAIN_CHUNK ? budget - done : EVLOOP__DRAIN_CHUNK;
         size_t n = evloop__ingress_drain(loop->external, batch, want);
