@@ -1,0 +1,116 @@
+"""Type stubs for evloop (the package's public API)."""
+
+import enum
+from types import TracebackType
+from typing import Any, Callable, Dict, List, Optional, Protocol, Type, Union
+
+__version__: str
+READABLE: int
+WRITABLE: int
+
+class _HasFileno(Protocol):
+    def fileno(self) -> int: ...
+
+FileDescriptorLike = Union[int, _HasFileno]
+ExceptionHandler = Callable[[BaseException, Any], object]
+
+class Error(OSError):
+    """An error returned by the evloop C library; ``errno`` is kept."""
+
+class LoopClosedError(Error):
+    """The loop is stopping, terminated or closed (errno ESHUTDOWN)."""
+
+class State(str, enum.Enum):
+    """A loop's state; compares equal to its lower-case name."""
+
+    AWAKE = "awake"
+    RUNNING = "running"
+    SLEEPING = "sleeping"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+
+def default_exception_handler(exc: BaseException, callback: Any) -> None:
+    """Prints the callback and the traceback to sys.stderr."""
+
+def backends() -> List[str]:
+    """The pollers that start on this machine, best first."""
+
+def variants() -> List[str]:
+    """The ingress variants in this package: ["arena", "chunk"]."""
+
+class TimerHandle:
+    """A timer started by Loop.call_later or Loop.call_every."""
+
+    def cancel(self) -> bool:
+        """Cancels the timer; True if this call stopped it. Any thread."""
+    def cancelled(self) -> bool:
+        """True once cancelled (or the loop ended before it fired)."""
+    @property
+    def active(self) -> bool:
+        """True while the timer may still fire."""
+    @property
+    def periodic(self) -> bool:
+        """True for call_every timers."""
+    @property
+    def interval(self) -> float:
+        """The delay (call_later) or interval (call_every) in seconds."""
+
+class Loop:
+    """An evloop event loop; see help(evloop.Loop)."""
+
+    def __new__(
+        cls,
+        backend: Optional[str] = None,
+        variant: Optional[str] = None,
+        spin_ns: int = -1,
+        batch_budget: int = 0,
+    ) -> "Loop": ...
+    def submit(self, fn: Callable[..., object], *args: Any) -> None:
+        """Queues fn(*args) to run on the loop thread. Any thread."""
+    def submit_internal(self, fn: Callable[..., object], *args: Any) -> None:
+        """Like submit(), but before external tasks still waiting. Any thread."""
+    def queue_microtask(self, fn: Callable[..., object], *args: Any) -> None:
+        """Runs fn(*args) right after the callback now running. Any thread."""
+    def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> TimerHandle:
+        """Runs fn(*args) once, no earlier than delay seconds from now. Any thread."""
+    def call_every(self, interval: float, fn: Callable[..., object], *args: Any) -> TimerHandle:
+        """Runs fn(*args) every interval seconds until cancelled. Any thread."""
+    def add_reader(self, fd: FileDescriptorLike, fn: Callable[..., object], *args: Any) -> None:
+        """Calls fn(*args) while fd is readable (level-triggered). Any thread."""
+    def add_writer(self, fd: FileDescriptorLike, fn: Callable[..., object], *args: Any) -> None:
+        """Calls fn(*args) while fd is writable (level-triggered). Any thread."""
+    def remove_reader(self, fd: FileDescriptorLike) -> bool:
+        """Stops watching fd for reading; True if a reader was registered."""
+    def remove_writer(self, fd: FileDescriptorLike) -> bool:
+        """Stops watching fd for writing; True if a writer was registered."""
+    def run(self) -> None:
+        """Runs the loop on this thread until stop(); the GIL is released while it waits."""
+    def stop(self) -> None:
+        """Graceful stop: refuse new work, run what was accepted. Any thread."""
+    def close(self) -> None:
+        """Frees the loop (runs tasks still queued first). Idempotent."""
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+    def set_exception_handler(self, handler: Optional[ExceptionHandler]) -> None:
+        """handler(exc, callback) for exceptions raised by callbacks; None: the default."""
+    def get_exception_handler(self) -> Optional[ExceptionHandler]:
+        """The handler set, or None for the default."""
+    def stats(self) -> Dict[str, Union[int, str]]:
+        """The loop's counters (evloop_stats) as a dict."""
+    @property
+    def state(self) -> State:
+        """The loop's state now."""
+    @property
+    def backend(self) -> str:
+        """The poller in use: "epoll", "io_uring" or "kqueue"."""
+    @property
+    def variant(self) -> str:
+        """The ingress variant: "arena" or "chunk"."""
+    def __enter__(self) -> "Loop": ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...

@@ -1,0 +1,219 @@
+"""The C benchmark kernels, callable from Python with their parameters.
+
+Each call creates a loop of the chosen system on its own (C) thread, runs the family's
+kernel for ``iterations`` timed iterations with the GIL released, and returns a
+:class:`Result` with the per-op samples (latency families) or per-round samples
+(throughput families, in ns per task) and the counters the benchmark suite reports. No
+Python runs between the first and the last timestamp, so a script can sweep a parameter
+(spin window, batch budget, producers, ...) and get the C figures::
+
+    from evloop import bench
+    for spin in (0, 2000, 20000, -1):
+        r = bench.run("PingPongLatency", shape="cold", spin_ns=spin, iterations=5000)
+        print(spin, r.p50, r.p99)
+
+Families (same names, ops and waits as the google-benchmark suite under bench/):
+
+==================== ===============================================================
+PingPongLatency      one task at a time; op = round trip. shape: ``hot`` (producer
+                     spins), ``cold`` (after an untimed ``gap_ns`` busy gap),
+                     ``blocking`` (producer sleeps on a futex). Per-op samples.
+PingPong             the flood: ``tasks`` submitted back to back per iteration by one
+                     producer; one sample per iteration (ns per task).
+BurstSubmit          bursts of ``burst`` tasks, waiting for each burst; per burst.
+MultiProducer        ``producers`` threads submit ``tasks`` in all per iteration
+                     (started in the timed region); per iteration.
+MicrotaskRoundTrip   the hot round trip through queue_microtask; per op.
+ReadinessRoundTrip   the fd ping-pong: a byte into a pipe the loop watches; per op.
+==================== ===============================================================
+
+Systems: ``"evloop"`` (with ``variant``, ``backend``, ``spin_ns``, ``batch_budget``) and
+the hardware floors ``"floor-spin"`` and ``"floor-futex"`` (one producer only).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from . import _arena, _chunk
+
+__all__ = ["Result", "run", "families", "systems", "DEFAULT_ITERATIONS"]
+
+_MODULES = {"arena": _arena, "chunk": _chunk}
+
+#: Iterations per family when none is given: about a second or less here.
+DEFAULT_ITERATIONS: Dict[str, int] = {
+    "PingPongLatency": 20000,
+    "PingPong": 20,
+    "BurstSubmit": 500,
+    "MultiProducer": 10,
+    "MicrotaskRoundTrip": 20000,
+    "ReadinessRoundTrip": 10000,
+}
+
+
+def _require_bench(mod: Any) -> None:
+    if not hasattr(mod, "bench_run"):
+        raise RuntimeError("this evloop build has no benchmark kernels (built without bench/)")
+
+
+def families() -> List[str]:
+    """The families :func:`run` knows."""
+    _require_bench(_arena)
+    return list(_arena.bench_families())
+
+
+def systems() -> List[str]:
+    """``["evloop", "floor-spin", "floor-futex"]``."""
+    return ["evloop", "floor-spin", "floor-futex"]
+
+
+@dataclass
+class Result:
+    """What one :func:`run` measured.
+
+    ``samples`` are ns per op for the latency families (``per_op_samples`` True) and ns
+    per task of each iteration for the throughput families. ``counters`` holds what the
+    benchmark suite reports: ``ns_per_op`` (timed ns / ops), ``p10_ns`` .. ``p999_ns``,
+    ``min_ns``, ``max_ns`` (over the samples), ``wakes_per_op``, ``loop_sleeps_per_op``,
+    ``tasks_per_drain``, ``loop_cpu_ns_per_op``, ``cpu_ns_per_op`` and, for evloop,
+    ``spin_hits_per_op``, ``budget_end``, ``spin_ns_end``."""
+
+    family: str
+    system: str
+    variant: Optional[str]
+    backend: str
+    params: Dict[str, Any]
+    iterations: int
+    ops: int
+    timed_ns: int
+    per_op_samples: bool
+    samples: List[int] = field(repr=False)
+    counters: Dict[str, float] = field(repr=False)
+    error: str = ""
+
+    @property
+    def name(self) -> str:
+        """The benchmark suite's name: ``Family/system[@tag][/backend][/shape]``."""
+        sys_name = self.system
+        tag = []
+        if self.params.get("batch_budget"):
+            tag.append(f"budget{self.params['batch_budget']}")
+        if self.params.get("spin_ns", -1) != -1:
+            tag.append(f"spin{self.params['spin_ns']}")
+        if tag:
+            sys_name += "@" + "-".join(tag)
+        parts = [self.family, sys_name]
+        if self.system.startswith("evloop"):
+            parts.append(self.backend)
+        if self.family == "PingPongLatency":
+            parts.append(self.params.get("shape", "hot"))
+        return "/".join(parts)
+
+    @property
+    def ns_per_op(self) -> float:
+        return float(self.counters["ns_per_op"])
+
+    @property
+    def p50(self) -> float:
+        return self.percentile(50)
+
+    @property
+    def p99(self) -> float:
+        return self.percentile(99)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.samples) if self.samples else float("nan")
+
+    def percentile(self, q: float) -> float:
+        """The q-th percentile (0..100) of the samples (nearest rank)."""
+        if not self.samples:
+            return float("nan")
+        s = sorted(self.samples)
+        return float(s[int(q / 100 * (len(s) - 1) + 0.5)])
+
+    def as_benchmark_json(self) -> Dict[str, Any]:
+        """This result as one entry of google-benchmark's JSON (as evloop_bench writes
+        it), for bench/tournament.py's report."""
+        d: Dict[str, Any] = {"name": self.name, "run_name": self.name, "run_type": "iteration",
+                             "iterations": self.iterations,
+                             "real_time": self.timed_ns / max(self.iterations, 1) / 1e3,
+                             "time_unit": "us"}
+        d.update({k: float(v) for k, v in self.counters.items()})
+        if self.error:
+            d["error_occurred"] = True
+            d["error_message"] = self.error
+        return d
+
+
+def run(
+    family: str,
+    *,
+    system: str = "evloop",
+    variant: str = "arena",
+    backend: Optional[str] = None,
+    iterations: Optional[int] = None,
+    spin_ns: int = -1,
+    batch_budget: int = 0,
+    producers: int = 10,
+    tasks: int = 100000,
+    burst: int = 1000,
+    shape: str = "hot",
+    gap_ns: int = 50000,
+    max_seconds: float = 0.0,
+) -> Result:
+    """Runs one benchmark kernel in C and returns its samples and counters.
+
+    - family: one of :func:`families`.
+    - system: ``"evloop"`` or a floor (``"floor-spin"``, ``"floor-futex"``).
+    - variant, backend, spin_ns, batch_budget: the evloop loop's configuration (as
+      ``evloop.Loop``); backend ``None`` is "auto".
+    - iterations: timed iterations (ops for latency families, rounds for throughput
+      ones); default :data:`DEFAULT_ITERATIONS`. max_seconds > 0 stops earlier.
+    - producers, tasks: MultiProducer threads and tasks per round (PingPong: tasks per
+      round); burst: BurstSubmit's burst; shape, gap_ns: PingPongLatency's.
+
+    Raises ValueError for unknown names and RuntimeError when the kernel cannot start
+    or fails before its first iteration (a later failure is in ``Result.error``).
+    """
+    if variant not in _MODULES:
+        raise ValueError(f"unknown variant {variant!r}")
+    mod = _MODULES[variant]
+    _require_bench(mod)
+    if family not in mod.bench_families():
+        raise ValueError(f"unknown family {family!r}: expected one of {families()}")
+    if system == "evloop":
+        cname = f"evloop-{variant}"
+    elif system in ("floor-spin", "floor-futex"):
+        cname = system
+        if backend is not None or spin_ns != -1 or batch_budget != 0:
+            raise ValueError("backend, spin_ns and batch_budget apply to evloop only")
+    else:
+        raise ValueError(f"unknown system {system!r}: expected one of {systems()}")
+    if iterations is None:
+        iterations = DEFAULT_ITERATIONS[family]
+    if iterations < 1:
+        raise ValueError("iterations must be >= 1")
+    if batch_budget < 0:
+        raise ValueError("batch_budget must be >= 0")
+    d = mod.bench_run(family, cname, backend or "", spin_ns, batch_budget, iterations,
+                      max_seconds, shape, producers, tasks, burst, gap_ns)
+    params: Dict[str, Any] = {"spin_ns": spin_ns, "batch_budget": batch_budget}
+    if family == "PingPongLatency":
+        params["shape"] = shape
+        if shape == "cold":
+            params["gap_ns"] = gap_ns
+    if family == "MultiProducer":
+        params.update(producers=producers, tasks=tasks)
+    if family == "PingPong":
+        params["tasks"] = tasks
+    if family == "BurstSubmit":
+        params["burst"] = burst
+    return Result(family=family, system=d["system"],
+                  variant=variant if system == "evloop" else None, backend=d["backend"],
+                  params=params, iterations=d["iterations"], ops=d["ops"],
+                  timed_ns=d["timed_ns"], per_op_samples=d["per_op_samples"],
+                  samples=d["samples"], counters=dict(d["counters"]), error=d["error"])

@@ -1,0 +1,215 @@
+"""The evloop tournament from Python: ``python -m evloop.tournament``.
+
+The tournament's code is the benchmark driver's, bench/tournament.py, which the package
+carries as ``evloop._bench_tournament`` (installed from bench/ at build time; in a source
+checkout it is loaded from bench/ directly). Two ways to run it:
+
+- with the google-benchmark binary (``--bench PATH``, ``$EVLOOP_BENCH``, or
+  ``build-bench/bench/evloop_bench`` under the current folder, as
+  ``bench/run_tournament.sh`` builds it): exactly the driver's run, evloop against
+  libuv, libev and the hardware floors; every other argument goes to the driver
+  (``--rounds``, ``--quick``, ``--filter``, ``--out``, ...).
+- otherwise (or with ``--in-process``): the same rounds, rotation, medians, ratios and
+  report, with the figures measured in this process by :mod:`evloop.bench`'s C kernels:
+  evloop in both variants on every backend that starts here (plus fixed settings from
+  ``--configs`` / ``$EVLOOP_BENCH_EVLOOP_CONFIGS``) and the hardware floors. libev and
+  libuv are not in the Python package, so their columns stay empty; the floor ratios and
+  the adaptive-vs-fixed table are there.
+
+    python -m evloop.tournament --in-process --quick
+    python -m evloop.tournament --in-process --rounds 3 --configs 'spin=0;budget=64'
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import sys
+from types import ModuleType
+from typing import Dict, List, Optional, Tuple
+
+import evloop
+from evloop import bench
+
+
+def load_driver() -> ModuleType:
+    """bench/tournament.py: the copy installed with the package, else the checkout's."""
+    try:
+        return importlib.import_module("evloop._bench_tournament")
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    for base in (os.getcwd(), os.path.join(here, "..", "..", "..")):
+        path = os.path.join(base, "bench", "tournament.py")
+        if os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("evloop._bench_tournament", path)
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return mod
+    raise SystemExit("evloop.tournament: the benchmark driver (bench/tournament.py) is not "
+                     "in this installation")
+
+
+def find_bench_binary(explicit: Optional[str]) -> Optional[str]:
+    for cand in (explicit, os.environ.get("EVLOOP_BENCH"),
+                 os.path.join(os.getcwd(), "build-bench", "bench", "evloop_bench")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+# ---------------------------------------------------------------- the in-process run
+
+# (family row as evloop_bench names it, bench.run family, parameters, floors too?)
+ROWS: List[Tuple[str, str, Dict[str, object], bool]] = [
+    ("PingPongLatency", "PingPongLatency", {"shape": "hot"}, True),
+    ("PingPongLatency", "PingPongLatency", {"shape": "cold"}, True),
+    ("PingPongLatency", "PingPongLatency", {"shape": "blocking"}, True),
+    ("PingPong", "PingPong", {}, False),
+    ("BurstSubmit", "BurstSubmit", {}, False),
+    ("MultiProducer", "MultiProducer", {"producers": 10}, False),
+    ("MultiProducerContention", "MultiProducer", {"producers": 100}, False),
+    ("MicrotaskRoundTrip", "MicrotaskRoundTrip", {}, False),
+    ("ReadinessRoundTrip", "ReadinessRoundTrip", {}, False),
+]
+
+
+def parse_configs(text: str) -> List[Dict[str, int]]:
+    """'budget=64;spin=0;budget=256,spin=20000' -> fixed settings (bench's syntax)."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        cfg = {"spin_ns": -1, "batch_budget": 0}
+        for kv in part.split(","):
+            k, _, v = kv.partition("=")
+            if k == "budget":
+                cfg["batch_budget"] = int(v)
+            elif k == "spin":
+                cfg["spin_ns"] = int(v)
+            else:
+                raise SystemExit(f"evloop.tournament: bad config {part!r}")
+        out.append(cfg)
+    return out
+
+
+def targets(configs: List[Dict[str, int]]) -> List[Dict[str, object]]:
+    out: List[Dict[str, object]] = []
+    for variant in evloop.variants():
+        for backend in evloop.backends():
+            for cfg in [{"spin_ns": -1, "batch_budget": 0}] + configs:
+                out.append({"system": "evloop", "variant": variant, "backend": backend, **cfg})
+    out.append({"system": "floor-spin"})
+    out.append({"system": "floor-futex"})
+    return out
+
+
+def run_in_process(args: argparse.Namespace) -> List[str]:
+    """Runs the rounds; returns the round JSON files (google-benchmark's format)."""
+    configs = parse_configs(args.configs or os.environ.get("EVLOOP_BENCH_EVLOOP_CONFIGS", ""))
+    tgts = targets(configs)
+    flt = re.compile(args.filter) if args.filter else None
+    paths = []
+    names = []
+    for r in range(1, args.rounds + 1):
+        rdir = os.path.join(args.out, f"round-{r}")
+        os.makedirs(rdir, exist_ok=True)
+        for row, family, params, floors in ROWS:
+            entries = []
+            rot = (r - 1) % len(tgts)
+            for t in tgts[rot:] + tgts[:rot]:
+                if t["system"] != "evloop" and not floors:
+                    continue
+                kw = dict(t)
+                res_name = None
+                try:
+                    res = bench.run(family, max_seconds=args.min_time,
+                                    iterations=10_000_000, **params, **kw)  # type: ignore[arg-type]
+                    entry = res.as_benchmark_json()
+                except (RuntimeError, ValueError) as e:
+                    entry = {"name": f"{family}/{t['system']}", "run_type": "iteration",
+                             "error_occurred": True, "error_message": str(e)}
+                # the row name as evloop_bench has it (MultiProducerContention, ...)
+                entry["name"] = row + entry["name"][len(family):]
+                res_name = entry["name"]
+                if flt and not flt.search(res_name):
+                    continue
+                entries.append(entry)
+                if r == 1:
+                    names.append(res_name)
+                if not args.quiet:
+                    print(f"round {r}: {res_name}: "
+                          f"{entry.get('ns_per_op', float('nan')):.0f} ns/op", flush=True)
+            if not entries:
+                continue
+            suffix = f"-{params['shape']}" if "shape" in params else ""
+            path = os.path.join(rdir, f"{row}{suffix}.json")
+            doc = {"context": {"date": datetime.datetime.now().astimezone().isoformat(),
+                               "host_name": platform.node(), "num_cpus": os.cpu_count(),
+                               "kernel": f"{platform.system()} {platform.release()}",
+                               "libuv_version": "not run (in-process)",
+                               "libev_version": "not run (in-process)",
+                               "evloop_targets": ",".join(sorted(set(names))),
+                               "executable": "python -m evloop.tournament --in-process"},
+                   "benchmarks": entries}
+            with open(path, "w") as f:
+                json.dump(doc, f, indent=1)
+            paths.append(path)
+    return paths
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="The evloop tournament from Python (bench/tournament.py's code).",
+        epilog="Other arguments go to bench/tournament.py when the bench binary is used.")
+    ap.add_argument("--bench", help="path to evloop_bench (the google-benchmark binary)")
+    ap.add_argument("--in-process", action="store_true",
+                    help="measure with evloop.bench's kernels in this process")
+    ap.add_argument("--quick", action="store_true",
+                    default=os.environ.get("EVLOOP_BENCH_QUICK", "") not in ("", "0"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--min-time", type=float, default=None,
+                    help="seconds per benchmark and round (default 0.3, quick 0.02)")
+    ap.add_argument("--filter", default="", help="regex on benchmark names")
+    ap.add_argument("--configs", default="", help="extra fixed evloop settings, "
+                    "';'-separated ('spin=0;budget=64')")
+    ap.add_argument("--out", help="results folder (default evloop-tournament/latest or "
+                                  "evloop-tournament/quick under the current folder)")
+    ap.add_argument("--quiet", action="store_true")
+    args, rest = ap.parse_known_args(argv)
+
+    driver = load_driver()
+    binary = None if args.in_process else find_bench_binary(args.bench)
+    if binary:
+        sys.argv = ["python -m evloop.tournament", "--bench", binary, "--rounds",
+                    str(args.rounds)] + (["--quick"] if args.quick else []) + \
+                   (["--filter", args.filter] if args.filter else []) + \
+                   (["--out", args.out] if args.out else []) + \
+                   (["--min-time", str(args.min_time)] if args.min_time else []) + rest
+        return int(driver.main() or 0)
+
+    if rest:
+        ap.error(f"unknown arguments for an in-process run: {rest}")
+    if args.min_time is None:
+        args.min_time = 0.02 if args.quick else 0.3
+    args.out = args.out or os.path.join(os.getcwd(), "evloop-tournament",
+                                        "quick" if args.quick else "latest")
+    os.makedirs(args.out, exist_ok=True)
+    print(f"evloop tournament (in-process, evloop.bench kernels): {args.rounds} rounds, "
+          f"{args.min_time}s per benchmark, into {args.out}", flush=True)
+    paths = run_in_process(args)
+    if not paths:
+        print("evloop.tournament: nothing ran (check --filter)", file=sys.stderr)
+        return 1
+    sys.argv = ["python -m evloop.tournament --in-process", "--from-json", *paths,
+                "--out", args.out] + (["--quick"] if args.quick else [])
+    return int(driver.main() or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Shared fixtures: every loop-level test runs for both ingress variants x every backend
+that starts on this machine (evloop.backends()), as separate test ids
+(test_x[arena-epoll], test_x[chunk-io_uring], ...). Waits have deadlines, never bare
+sleeps that a slow machine could outrun."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterator, Optional
+
+import pytest
+
+import evloop
+
+COMBOS = [(v, b) for v in evloop.variants() for b in evloop.backends()]
+COMBO_IDS = [f"{v}-{b}" for v, b in COMBOS]
+
+DEADLINE = 20.0  # seconds: generous for a loaded 2-core machine
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = DEADLINE, step: float = 0.001) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+class LoopThread:
+    """A loop running on its own thread; join() stops it and re-raises what run() raised."""
+
+    def __init__(self, loop: evloop.Loop):
+        self.loop = loop
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        try:
+            self.loop.run()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            self.error = e
+
+    def start(self) -> "LoopThread":
+        self.thread.start()
+        assert wait_until(lambda: self.loop.state in (evloop.State.RUNNING, evloop.State.SLEEPING)
+                          or not self.thread.is_alive())
+        return self
+
+    def join(self, timeout: float = DEADLINE) -> None:
+        self.loop.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "run() did not return after stop()"
+        if self.error is not None:
+            raise self.error
+
+    def call(self, fn: Callable[[], object], timeout: float = DEADLINE) -> object:
+        """Runs fn on the loop thread and returns its result."""
+        done = threading.Event()
+        box: list = []
+
+        def task() -> None:
+            try:
+                box.append((True, fn()))
+            except BaseException as e:  # noqa: BLE001
+                box.append((False, e))
+            done.set()
+
+        self.loop.submit(task)
+        assert done.wait(timeout), "loop did not run the task"
+        ok, val = box[0]
+        if not ok:
+            raise val
+        return val
+
+
+@pytest.fixture(params=COMBOS, ids=COMBO_IDS)
+def combo(request: pytest.FixtureRequest) -> tuple:
+    return request.param
+
+
+@pytest.fixture
+def loop(combo: tuple) -> Iterator[evloop.Loop]:
+    variant, backend = combo
+    lp = evloop.Loop(backend=backend, variant=variant)
+    try:
+        yield lp
+    finally:
+        lp.stop()
+        try:
+            lp.close()
+        except evloop.Error:
+            pass  # still running on a thread a failed test left behind
+
+
+@pytest.fixture
+def running(loop: evloop.Loop) -> Iterator[LoopThread]:
+    lt = LoopThread(loop).start()
+    try:
+        yield lt
+    finally:
+        lt.join()
+
+
+@pytest.fixture(params=[True, False], ids=["lazygil", "eagergil"])
+def lazy_gil(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Runs a test with the GIL kept across a batch of callbacks (default) and without."""
+    from evloop import _arena, _chunk
+
+    for m in (_arena, _chunk):
+        m._set_lazy_gil(request.param)
+    try:
+        yield request.param
+    finally:
+        for m in (_arena, _chunk):
+            m._set_lazy_gil(True)

@@ -1,0 +1,132 @@
+"""evloop.bench (the C kernels), python -m evloop.tournament, and the example scripts,
+each run small: they must work, never be timed here (no assertion on speed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import evloop
+from evloop import bench
+from conftest import COMBOS, COMBO_IDS
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def test_families_and_systems():
+    assert set(bench.families()) >= {"PingPongLatency", "PingPong", "BurstSubmit",
+                                      "MultiProducer", "MicrotaskRoundTrip",
+                                      "ReadinessRoundTrip"}
+    assert bench.systems() == ["evloop", "floor-spin", "floor-futex"]
+
+
+@pytest.mark.parametrize("variant,backend", COMBOS, ids=COMBO_IDS)
+@pytest.mark.parametrize("family,kw", [
+    ("PingPongLatency", {"shape": "hot", "iterations": 200}),
+    ("PingPongLatency", {"shape": "cold", "iterations": 50, "gap_ns": 10000}),
+    ("PingPongLatency", {"shape": "blocking", "iterations": 50}),
+    ("PingPong", {"iterations": 2, "tasks": 10000}),
+    ("BurstSubmit", {"iterations": 5}),
+    ("MultiProducer", {"iterations": 2, "producers": 4, "tasks": 10000}),
+    ("MicrotaskRoundTrip", {"iterations": 200}),
+    ("ReadinessRoundTrip", {"iterations": 100}),
+])
+def test_every_family_runs_on_every_variant_and_backend(variant, backend, family, kw):
+    r = bench.run(family, variant=variant, backend=backend, **kw)
+    assert r.error == ""
+    assert r.backend == backend
+    assert r.iterations == kw["iterations"]
+    assert len(r.samples) == r.iterations
+    assert all(s >= 0 for s in r.samples)
+    assert r.ns_per_op > 0
+    for k in ("p50_ns", "p99_ns", "wakes_per_op", "tasks_per_drain", "spin_hits_per_op"):
+        assert k in r.counters
+    assert r.name.startswith(f"{family}/evloop-{variant}/{backend}")
+    if family == "MultiProducer":
+        assert r.ops == kw["iterations"] * kw["tasks"]
+
+
+def test_fixed_settings_reach_the_loop():
+    r = bench.run("PingPong", spin_ns=0, batch_budget=64, iterations=2, tasks=5000)
+    assert r.counters["spin_ns_end"] == 0
+    assert r.counters["budget_end"] == 64
+    assert "@budget64-spin0/" in r.name
+
+
+@pytest.mark.parametrize("system", ["floor-spin", "floor-futex"])
+def test_floors_run_latency(system):
+    r = bench.run("PingPongLatency", system=system, iterations=100)
+    assert r.error == "" and len(r.samples) == 100
+    assert r.name == f"PingPongLatency/{system}/hot"
+    with pytest.raises(RuntimeError):
+        bench.run("MultiProducer", system=system, iterations=1)
+
+
+def test_bad_parameters_raise():
+    with pytest.raises(ValueError):
+        bench.run("NoSuchFamily")
+    with pytest.raises(ValueError):
+        bench.run("PingPong", system="libuv")
+    with pytest.raises(ValueError):
+        bench.run("PingPong", variant="x")
+    with pytest.raises(ValueError):
+        bench.run("PingPong", iterations=0)
+    with pytest.raises(RuntimeError):
+        bench.run("PingPongLatency", shape="lukewarm", iterations=1)
+    with pytest.raises(RuntimeError):
+        bench.run("PingPong", backend="kqueue" if "kqueue" not in evloop.backends() else "x",
+                  iterations=1)
+
+
+def test_max_seconds_bounds_a_run():
+    r = bench.run("PingPongLatency", iterations=10**9, max_seconds=0.05)
+    assert 0 < r.iterations < 10**9
+
+
+def test_benchmark_json_has_the_suite_shape():
+    r = bench.run("PingPongLatency", iterations=100, shape="cold", gap_ns=1000)
+    d = r.as_benchmark_json()
+    assert d["name"] == r.name and d["run_type"] == "iteration"
+    assert d["ns_per_op"] == pytest.approx(r.ns_per_op)
+
+
+def test_tournament_in_process_quick_writes_a_report(tmp_path):
+    out = tmp_path / "t"
+    p = subprocess.run([sys.executable, "-m", "evloop.tournament", "--in-process", "--quick",
+                        "--rounds", "1", "--min-time", "0.005", "--quiet",
+                        "--filter", "PingPongLatency/.*/hot|PingPong/", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (out / "report.md").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["row"] for r in summary["rows"]}
+    assert "PingPongLatency/hot" in rows and "PingPong" in rows
+    assert "floor" in p.stdout  # the floor ratio table of the shared driver
+
+
+def run_example(name, *args, timeout=300):
+    p = subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args],
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_example_spin_sweep_runs(tmp_path):
+    out = run_example("spin_sweep.py", "--iterations", "50", "--rounds", "1",
+                      "--windows", "0,2000,-1", "--text", "--out", str(tmp_path / "s.png"))
+    assert "adaptive" in out
+
+
+def test_example_flood_variants_runs():
+    out = run_example("flood_variants.py", "--rounds", "1", "--iterations", "1",
+                      "--tasks", "5000", "--producers", "1,4")
+    assert "chunk/arena" in out
+
+
+def test_example_roundtrip_runs():
+    out = run_example("roundtrip.py", "--n", "200", "--rounds", "1", "--flood", "2000")
+    assert "evloop-arena" in out and "asyncio" in out
