@@ -110,7 +110,8 @@ EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg);
 EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg);
 
 /* Starts a timer: cb(arg) runs no earlier than delay_ns from now, then, if interval_ns is
- * not 0, every interval_ns counted from the previous deadline. Any thread. *out (may be
+ * not 0, every interval_ns counted from the previous deadline (periods the loop
+ * missed are skipped, not run back to back). Any thread. *out (may be
  * NULL) receives the id. Returns 0, -EINVAL (NULL loop or cb), -ESHUTDOWN, -ENOMEM. */
 EVLOOP_API int evloop_timer_start(evloop *loop, uint64_t delay_ns, uint64_t interval_ns,
                                   evloop_cb cb, void *arg, evloop_timer_id *out);
@@ -132,10 +133,10 @@ EVLOOP_API int evloop_io_add(evloop *loop, int fd, unsigned events, evloop_io_cb
  * -ENOENT (fd not registered), -ESHUTDOWN, or the poller's -errno. */
 EVLOOP_API int evloop_io_modify(evloop *loop, int fd, unsigned events);
 
-/* Stops watching fd. On the loop thread no callback for it starts after this returns,
- * even if readiness was pending; from another thread, a callback the loop has already
- * begun to dispatch may still run once. Any thread.
- * Returns 0, -EINVAL (NULL loop), -EBADF (negative fd), -ENOENT. */
+/* Stops watching fd: no callback for it starts after this returns, even if readiness was
+ * pending. From another thread, if the loop is running a callback of this fd, it waits
+ * until that callback returns (so do not call it holding a lock that callback takes).
+ * Any thread. Returns 0, -EINVAL (NULL loop), -EBADF (negative fd), -ENOENT. */
 EVLOOP_API int evloop_io_remove(evloop *loop, int fd);
 
 /* The loop's state now. Any thread. A NULL loop reads as EVLOOP_TERMINATED. */

@@ -5,11 +5,14 @@
  * Registering the first fd or removing the last switches the loop between futex sleep
  * and poller sleep; from another thread that change wakes the loop (evloop__kick). */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 
 #include "loop.h"
 
 #define IO_EVENTS_IN (EVLOOP_READABLE | EVLOOP_WRITABLE)
+
+static void wait_dispatch_done(evloop *loop, int fd);
 
 static uint64_t make_tag(int fd, uint32_t gen)
 {
@@ -46,11 +49,19 @@ static int reserve_fd(evloop *loop, int fd)
     return 0;
 }
 
-static void count_change(evloop *loop, bool added)
+/* Under io_lock, so nfds never reads 0 while an fd is registered: counts one fd in or
+ * out and says whether that switched the loop between futex and poller sleep. */
+static bool count_change(evloop *loop, bool added)
 {
     /* seq_cst: pairs with the re-read of nfds in prepare_sleep() (tick.c). */
     uint32_t before = added ? atomic_fetch_add(&loop->nfds, 1) : atomic_fetch_sub(&loop->nfds, 1);
-    bool switched = added ? before == 0 : before == 1;
+    return added ? before == 0 : before == 1;
+}
+
+/* After io_lock is released: a switch made from another thread wakes the loop, which may
+ * be asleep in the other mode. */
+static void announce_switch(evloop *loop, bool switched)
+{
     if (switched && !evloop__on_loop_thread(loop))
         evloop__kick(loop);
 }
@@ -77,9 +88,9 @@ EVLOOP_API int evloop_io_add(evloop *loop, int fd, unsigned events, evloop_io_cb
         if (r == 0)
             *e = (struct evloop__fd){cb, arg, e->gen + 1, events, true};
     }
+    bool switched = r == 0 && count_change(loop, true);
     pthread_mutex_unlock(&loop->io_lock);
-    if (r == 0)
-        count_change(loop, true);
+    announce_switch(loop, switched);
     return r;
 }
 
@@ -121,49 +132,81 @@ EVLOOP_API int evloop_io_remove(evloop *loop, int fd)
     if (fd < 0)
         return -EBADF;
     int r = -ENOENT;
+    bool switched = false;
     pthread_mutex_lock(&loop->io_lock);
     if (fd < loop->fds_cap && loop->fds[fd].active) {
         drop_fd(loop, fd);
+        switched = count_change(loop, false);
         r = 0;
     }
     pthread_mutex_unlock(&loop->io_lock);
-    if (r == 0)
-        count_change(loop, false);
+    if (r == 0 && !evloop__on_loop_thread(loop))
+        wait_dispatch_done(loop, fd);
+    announce_switch(loop, switched);
     return r;
 }
 
-/* Loop thread: the callback for one report, or false when the report is stale. */
-static bool lookup(evloop *loop, uint64_t tag, evloop_io_cb *cb, void **arg)
+/* Another thread's remove returns only once a callback the loop already took for fd
+ * has returned, so nothing runs for fd after remove: a short wait (callbacks run to
+ * completion); the caller must not hold anything that callback waits for. */
+static void wait_dispatch_done(evloop *loop, int fd)
 {
-    int fd = (int)(uint32_t)tag;
+    /* acquire: pairs with the release store of -1 in evloop__dispatch_io(). */
+    while (atomic_load_explicit(&loop->dispatch_fd, memory_order_acquire) == fd)
+        sched_yield();
+}
+
+/* Loop thread: takes the callback for one report (and marks fd as being dispatched), or
+ * returns false when the report is stale. Events no longer asked for (a modify made
+ * since the wait) are dropped; hang-up and error always pass. */
+static bool lookup(evloop *loop, const struct evloop__io_event *ev, evloop_io_cb *cb, void **arg,
+                   unsigned *events)
+{
+    int fd = (int)(uint32_t)ev->tag;
     bool live = false;
     pthread_mutex_lock(&loop->io_lock);
-    if (fd < loop->fds_cap && loop->fds[fd].active && loop->fds[fd].gen == (uint32_t)(tag >> 32)) {
-        *cb = loop->fds[fd].cb;
-        *arg = loop->fds[fd].arg;
-        live = true;
+    struct evloop__fd *e = fd < loop->fds_cap ? &loop->fds[fd] : NULL;
+    if (e && e->active && e->gen == (uint32_t)(ev->tag >> 32)) {
+        *events = ev->events & (e->events | EVLOOP_HANGUP | EVLOOP_ERROR);
+        *cb = e->cb;
+        *arg = e->arg;
+        live = *events != 0;
+        if (live)
+            atomic_store_explicit(&loop->dispatch_fd, fd, memory_order_relaxed);
     }
     pthread_mutex_unlock(&loop->io_lock);
     return live;
 }
 
-int evloop__poll_io(evloop *loop, int64_t timeout_ns)
+int evloop__wait_io(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev)
 {
-    struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
-    int n = loop->backend->wait(loop->backend_state, timeout_ns, ev, EVLOOP__IO_EVENTS_MAX);
-    if (n < 0)
-        return n;
+    return loop->backend->wait(loop->backend_state, timeout_ns, ev, EVLOOP__IO_EVENTS_MAX);
+}
+
+void evloop__dispatch_io(evloop *loop, const struct evloop__io_event *ev, int n)
+{
     for (int i = 0; i < n; i++) {
         evloop_io_cb cb;
         void *arg;
+        unsigned events;
         /* Looked up one at a time: an earlier callback may have removed this fd. */
-        if (!lookup(loop, ev[i].tag, &cb, &arg))
+        if (!lookup(loop, &ev[i], &cb, &arg, &events))
             continue;
-        cb(arg, (int)(uint32_t)ev[i].tag, ev[i].events);
+        cb(arg, (int)(uint32_t)ev[i].tag, events);
+        /* release: pairs with the acquire in wait_dispatch_done(). */
+        atomic_store_explicit(&loop->dispatch_fd, -1, memory_order_release);
         evloop__count(&loop->stats.io_callbacks, 1);
         evloop__drain_microtasks(loop);
     }
-    return 0;
+}
+
+int evloop__poll_io(evloop *loop, int64_t timeout_ns)
+{
+    struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
+    int n = evloop__wait_io(loop, timeout_ns, ev);
+    if (n > 0)
+        evloop__dispatch_io(loop, ev, n);
+    return n < 0 ? n : 0;
 }
 
 void evloop__release_fds(evloop *loop)

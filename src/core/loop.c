@@ -76,6 +76,7 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
     loop->free_timer = UINT32_MAX;
     atomic_init(&loop->next_deadline, UINT64_MAX);
     atomic_init(&loop->phase, EVLOOP_AWAKE);
+    atomic_init(&loop->dispatch_fd, -1);
     int r = create_parts(loop, cfg);
     if (r < 0) {
         destroy(loop);

@@ -24,9 +24,8 @@ struct evloop__timer {
     uint64_t deadline, interval, order;
     evloop_cb cb;
     void *arg;
-    uint64_t armed_tick; /* tick in which an interval timer was last re-armed */
-    uint32_t gen;        /* id = gen << 32 | slot index */
-    uint32_t heap_idx;   /* position in the heap, or UINT32_MAX when the slot is free */
+    uint32_t gen;      /* id = gen << 32 | slot index */
+    uint32_t heap_idx; /* position in the heap, or UINT32_MAX when the slot is free */
     uint32_t next_free;
 };
 
@@ -72,6 +71,7 @@ struct evloop {
     alignas(EVLOOP_CACHELINE) pthread_mutex_t io_lock;
     struct evloop__fd *fds; /* under io_lock */
     int fds_cap;
+    _Atomic int dispatch_fd; /* fd whose callback the loop runs now, -1 when none */
 
     /* The loop thread's own state. */
     alignas(EVLOOP_CACHELINE) _Atomic int phase; /* AWAKE, RUNNING, SLEEPING, TERMINATED */
@@ -108,6 +108,8 @@ void evloop__destroy_timers(evloop *loop);
 
 /* io.c */
 int evloop__poll_io(evloop *loop, int64_t timeout_ns);
+int evloop__wait_io(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev);
+void evloop__dispatch_io(evloop *loop, const struct evloop__io_event *ev, int n);
 void evloop__release_fds(evloop *loop);
 
 static inline void evloop__count(_Atomic uint64_t *counter, uint64_t n)

@@ -175,7 +175,8 @@ static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
                                                                              : EVLOOP__SLEEP_WORD;
     atomic_store_explicit(&loop->phase, EVLOOP_SLEEPING, memory_order_relaxed);
     atomic_store(&loop->sleep_word, value);
-    int r = 0;
+    int n = 0;
+    struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
     if (evloop__has_work(loop) || atomic_load(&loop->stopping) ||
         atomic_load(&loop->epoch) != epoch || (atomic_load(&loop->nfds) > 0) != poller) {
         atomic_store(&loop->sleep_word, EVLOOP__AWAKE);
@@ -183,7 +184,7 @@ static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
         uint64_t start = evloop__clock_ns();
         if (poller) {
             evloop__count(&loop->stats.poller_sleeps, 1);
-            r = evloop__poll_io(loop, timeout_ns);
+            n = evloop__wait_io(loop, timeout_ns, ev);
         } else {
             evloop__count(&loop->stats.futex_sleeps, 1);
             evloop__waker_wait(loop->waker, &loop->sleep_word, value, timeout_ns);
@@ -192,8 +193,11 @@ static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
         bool woken = atomic_exchange(&loop->sleep_word, EVLOOP__AWAKE) == EVLOOP__AWAKE;
         adapt_spin(loop, false, woken ? (int64_t)(evloop__clock_ns() - start) : INT64_MAX);
     }
+    /* Awake (word and phase) before any fd callback runs. */
     atomic_store_explicit(&loop->phase, EVLOOP_RUNNING, memory_order_relaxed);
-    return r;
+    if (n > 0)
+        evloop__dispatch_io(loop, ev, n);
+    return n < 0 ? n : 0;
 }
 
 static int poll_or_sleep(evloop *loop)

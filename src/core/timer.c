@@ -2,14 +2,15 @@
  * of timer slots, guarded by timer_lock so any thread may start or cancel. Ids carry a
  * per-slot generation, so a stale id never cancels a reused slot. Deadlines are taken
  * from a fresh CLOCK_MONOTONIC read, so a timer never fires early. Interval timers are
- * re-armed from their previous deadline, not from "now". Start and cancel are
- * O(log n) in the number of timers; the slab grows by doubling and is reused. */
+ * re-armed from their previous deadline, not from "now" (missed periods are skipped). Start and
+ * cancel are O(log n) in the number of timers; the slab grows by doubling and is reused. */
 #include <stdlib.h>
 
 #include "loop.h"
 
 #define NO_HEAP UINT32_MAX
 #define NO_SLOT UINT32_MAX
+#define DEADLINE_MAX (UINT64_MAX - 1)
 
 static bool timer_before(const struct evloop__timer *a, const struct evloop__timer *b)
 {
@@ -109,7 +110,8 @@ EVLOOP_API int evloop_timer_start(evloop *loop, uint64_t delay_ns, uint64_t inte
     if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
         return -ESHUTDOWN;
     uint64_t now = evloop__clock_ns();
-    uint64_t deadline = delay_ns > UINT64_MAX - now ? UINT64_MAX : now + delay_ns;
+    /* Saturates below UINT64_MAX, which next_deadline uses for "no timer". */
+    uint64_t deadline = delay_ns >= DEADLINE_MAX - now ? DEADLINE_MAX : now + delay_ns;
     pthread_mutex_lock(&loop->timer_lock);
     if (loop->free_timer == NO_SLOT || loop->timers_cap == 0) {
         int r = grow_timers(loop);
@@ -126,7 +128,6 @@ EVLOOP_API int evloop_timer_start(evloop *loop, uint64_t delay_ns, uint64_t inte
     t->order = loop->timer_order++;
     t->cb = cb;
     t->arg = arg;
-    t->armed_tick = 0;
     loop->heap[loop->heap_len] = slot;
     sift_up(loop, loop->heap_len++);
     bool is_first = t->heap_idx == 0;
@@ -159,21 +160,29 @@ EVLOOP_API int evloop_timer_cancel(evloop *loop, evloop_timer_id id)
     return r;
 }
 
-/* Under timer_lock: takes the due timer at the top, if any, re-arming an interval timer
- * (at most once per tick, so a tiny interval cannot hold the loop here). */
+/* The next deadline of an interval timer: on its grid (deadline + k * interval), the first
+ * one after now. Periods the loop missed are skipped, not run back to back, so a tiny
+ * interval cannot hold the loop in run_timers or starve other timers. */
+static uint64_t next_period(const struct evloop__timer *t, uint64_t now)
+{
+    uint64_t missed = now >= t->deadline ? (now - t->deadline) / t->interval : 0;
+    if (missed >= (DEADLINE_MAX - t->deadline) / t->interval)
+        return DEADLINE_MAX;
+    return t->deadline + (missed + 1) * t->interval;
+}
+
+/* Under timer_lock: takes the due timer at the top, if any, re-arming an interval one. */
 static bool pop_due(evloop *loop, struct evloop__task *out)
 {
     if (loop->heap_len == 0)
         return false;
     uint32_t slot = loop->heap[0];
     struct evloop__timer *t = &loop->timers[slot];
-    if (t->deadline > loop->now || (t->interval && t->armed_tick == loop->tick))
+    if (t->deadline > loop->now)
         return false;
     *out = (struct evloop__task){t->cb, t->arg};
     if (t->interval) {
-        t->deadline =
-            t->deadline > UINT64_MAX - t->interval ? UINT64_MAX : t->deadline + t->interval;
-        t->armed_tick = loop->tick;
+        t->deadline = next_period(t, loop->now);
         sift_down(loop, 0);
     } else {
         heap_remove(loop, 0);

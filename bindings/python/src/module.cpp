@@ -711,9 +711,16 @@ private:
             Py_XDECREF(old_args);
             return true;
         }
-        // The last interest on this fd (or the fd is gone): unregister it whole.
-        if (loop_)
+        // The last interest on this fd (or the fd is gone): unregister it whole. From
+        // another thread evloop_io_remove waits for a callback of this fd that the loop is
+        // running, and that callback needs the GIL: release it around the call.
+        if (loop_) {
+            py::gil_scoped_release nogil;
             evloop_io_remove(loop_, fd);
+        }
+        it = fds_.find(fd); // the map may have changed while the GIL was released
+        if (it == fds_.end() || it->second != rec)
+            return true;
         fds_.erase(it);
         rec->active = false;
         rec->clear();
