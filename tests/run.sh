@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # The project's test command: installs what is missing, then builds and runs every ctest
-# suite (both ingress variants x every backend available) in four builds: plain with
-# -Werror, ASan+UBSan, TSan, and the condvar fast-wake fallback.
+# suite (both ingress variants x every backend available) in five builds: plain with
+# -Werror (plus valgrind memcheck and the spin models), ASan+UBSan, TSan, the condvar
+# fast-wake fallback, and clang with the libFuzzer fuzzers (short runs; see
+# tests/stress/README.md for EVLOOP_LONG=1 and the long fuzz runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps
 jobs=$(nproc)
 
-run_build() { # name, cmake options...
-    local dir="build-ci-$1"
-    shift
+run_build() { # name, ctest label filter (or ""), cmake options...
+    local dir="build-ci-$1" labels="$2"
+    shift 2
     echo "=== build $dir: $*"
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEVLOOP_WERROR=ON \
         -DEVLOOP_BUILD_TESTS=ON "$@" >/dev/null
     cmake --build "$dir" -j "$jobs"
-    ctest --test-dir "$dir" --output-on-failure -j "$jobs"
+    ctest --test-dir "$dir" --output-on-failure -j "$jobs" ${labels:+-L "$labels"}
 }
 
-run_build plain
-run_build asan -DEVLOOP_SANITIZE=address
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_build tsan -DEVLOOP_SANITIZE=thread
-run_build condvar -DEVLOOP_WAKE=condvar
+run_build plain ""
+run_build asan "" -DEVLOOP_SANITIZE=address
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    run_build tsan "" -DEVLOOP_SANITIZE=thread
+run_build condvar "" -DEVLOOP_WAKE=condvar -DEVLOOP_MEMCHECK=OFF
+run_build fuzz fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DEVLOOP_BUILD_FUZZ=ON -DEVLOOP_MEMCHECK=OFF
