@@ -1,0 +1,835 @@
+#!/usr/bin/env python3
+"""The evloop tournament: evloop against libuv, libev and the hardware floors.
+
+Runs bench/evloop_bench (every family, every system) for several rounds, each round in a
+fresh process with the order of systems inside each family rotated, so slow drift of a
+shared machine lands on every system alike. Per benchmark and metric it takes the median
+across rounds and divides evloop's by libuv's, libev's and the floors' from the same run.
+Every metric is lower-is-better, so a ratio below 1 means evloop wins.
+
+Each family runs in its own process; a family during which other processes kept more than
+0.3 cores busy is run again (the machine is shared, and on 2 cores their load, not the
+loop, would set the figures). Writes into the results folder: round-N/<Family>.json
+(google-benchmark's JSON, untouched) and .txt (its console log), summary.json (medians,
+spreads, ratios), report.md, and plots/*.png when matplotlib is importable. Prints the
+ratio table at the end.
+
+Python 3.11 standard library only; matplotlib is optional (Debian: python3-matplotlib).
+Usually started by bench/run_tournament.sh, which also installs and builds.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+# google-benchmark appends these to the name we give; they are not part of our naming.
+NAME_SUFFIX = re.compile(r"/(min_time:[0-9.]+|manual_time|real_time|iterations:\d+)")
+BASELINES = ["libuv", "libev"]
+FLOORS = ["floor-spin", "floor-futex"]
+
+QUICK = {"rounds": 3, "min_time": 0.01}
+FULL = {"rounds": 3, "min_time": 0.15}
+
+
+# ---------------------------------------------------------------- names and metrics
+
+def parse_name(name):
+    """'PingPongLatency/evloop-arena/epoll/hot/min_time:0.1/manual_time' ->
+    ('PingPongLatency', 'PingPongLatency/hot', 'evloop-arena/epoll')."""
+    parts = NAME_SUFFIX.sub("", name).split("/")
+    family, system = parts[0], parts[1]
+    if system.startswith("evloop") and len(parts) > 2:
+        column, rest = system + "/" + parts[2], parts[3:]
+    else:
+        column, rest = system, parts[2:]
+    return family, "/".join([family] + rest), column
+
+
+def is_evloop(col):
+    return col.startswith("evloop")
+
+
+def is_tagged(col):
+    return "@" in col
+
+
+def untagged(col):
+    """'evloop-arena@budget64/epoll' -> 'evloop-arena/epoll'."""
+    system, _, backend = col.partition("/")
+    return system.split("@")[0] + ("/" + backend if backend else "")
+
+
+def short(col):
+    return col.replace("evloop-", "")
+
+
+def metrics_for(row, cols):
+    """(counter, label) pairs that judge a row; all lower-is-better."""
+    family = row.split("/")[0]
+    if family == "IdleCost":
+        return [("idle_cpu_pct", "% core, 10-60 ms idle"),
+                ("idle_cpu_pct_first10ms", "% core, first 10 ms")]
+    if row == "Timers/lateness":
+        return [("late_p50_ns", "lateness p50 ns"), ("late_p99_ns", "lateness p99 ns")]
+    out = [("ns_per_op", "ns/op")]
+    if family == "InternalPriority":
+        out.append(("externals_first", "externals run first"))
+    if any("p50_ns" in m for m in cols.values()):
+        out += [("p50_ns", "p50 ns"), ("p99_ns", "p99 ns")]
+    return out
+
+
+# ---------------------------------------------------------------- running
+
+def list_tests(bench, flt, min_time):
+    # The same min time as the runs: google-benchmark puts it into some names.
+    cmd = [bench, "--benchmark_list_tests=true", f"--benchmark_min_time={min_time}"]
+    if flt:
+        cmd.append("--benchmark_filter=" + flt)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def families_of(tests):
+    """{family: [test names]} in the order the binary runs them."""
+    out = {}
+    for t in tests:
+        out.setdefault(t.split("/", 1)[0], []).append(t)
+    return out
+
+
+def family_regex(family, names, flt):
+    """The --benchmark_filter for one family. google-benchmark's regexes are POSIX
+    extended (no lookahead), so a user filter is applied by naming the tests it kept."""
+    if not flt:
+        return f"^{family}/"
+    ere = re.compile(r"([.\[\]()*+?{}|^$\\])")
+    return "^(" + "|".join(ere.sub(r"\\\1", n) for n in names) + ")$"
+
+
+class Progress:
+    def __init__(self, rounds, total):
+        self.rounds, self.total, self.done = rounds, total, 0
+        self.started = time.monotonic()
+
+    def line(self, rnd, text):
+        elapsed = time.monotonic() - self.started
+        print(f"  [round {rnd}/{self.rounds} {self.done:4d}/{self.total} {elapsed:5.0f}s] {text}",
+              flush=True)
+
+
+def run_family(bench, family, regex, rnd, min_time, rdir, progress):
+    """Runs one family in its own process; returns (json path or None, cores other
+    processes used meanwhile, benchmarks run)."""
+    json_path = os.path.join(rdir, f"{family}.json")
+    log_path = os.path.join(rdir, f"{family}.txt")
+    cmd = [bench, f"--benchmark_min_time={min_time}", f"--benchmark_out={json_path}",
+           "--benchmark_out_format=json", "--benchmark_format=console",
+           "--benchmark_color=false", "--benchmark_filter=" + regex]
+    env = dict(os.environ, EVLOOP_BENCH_ROTATE=str(rnd - 1))
+    started = time.monotonic()
+    busy0, ours0 = cpu_busy_seconds(), children_cpu_seconds()
+    ns_re = re.compile(r"ns_per_op=(\S+)")
+    count = 0
+    with open(log_path, "w") as log:
+        # stdbuf: the console reporter writes through stdio, which a pipe would buffer.
+        stdbuf = ["stdbuf", "-oL"] if shutil_which("stdbuf") else []
+        proc = subprocess.Popen(stdbuf + cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, bufsize=1)
+        for line in proc.stdout:
+            log.write(line)
+            first = line.split(" ", 1)[0]
+            if "/" not in first or first.startswith("-"):
+                continue
+            count += 1
+            progress.done += 1
+            _, row, col = parse_name(first)
+            m = ns_re.search(line)
+            what = ("ERROR " + line.split("ERROR OCCURRED:", 1)[1].strip()
+                    if "ERROR OCCURRED" in line else (m.group(1) + " ns/op" if m else ""))
+            progress.line(rnd, f"{row[:44]:44s} {col[:30]:30s} {what}")
+        rc = proc.wait()
+    elapsed = max(time.monotonic() - started, 1e-3)
+    others = ((cpu_busy_seconds() - busy0) - (children_cpu_seconds() - ours0)) / elapsed
+    if rc != 0:
+        print(f"evloop_bench exited with {rc} on {family}, round {rnd}; see {log_path}",
+              file=sys.stderr)
+    return (json_path if os.path.exists(json_path) else None), max(others, 0.0), count
+
+
+def run_round(bench, rnd, families, min_time, flt, outdir, progress, quiet_wait, retries):
+    """One round: every family in turn, each in a fresh process. A family during which
+    other processes used more than BUSY cores is run again (up to retries times): on a
+    2-core machine their load, not the loop, would set its figures."""
+    rdir = os.path.join(outdir, f"round-{rnd}")
+    os.makedirs(rdir, exist_ok=True)
+    paths, loads = [], []
+    for family, names in families.items():
+        regex = family_regex(family, names, flt)
+        for attempt in range(retries + 1):
+            wait_for_quiet(quiet_wait)
+            before = progress.done
+            since = time.monotonic()
+            path, others, _ = run_family(bench, family, regex, rnd, min_time, rdir, progress)
+            if attempt > 0:
+                PATIENCE.spend(since)
+            if others <= BUSY or attempt == retries or PATIENCE.left <= 0:
+                break
+            progress.done = before
+            progress.line(rnd, f"{family}: other processes used {others:.2f} cores "
+                               "meanwhile; running it again")
+        if path:
+            paths.append(path)
+        loads.append((rnd, family, others))
+        if others > BUSY:
+            progress.line(rnd, f"{family}: still busy ({others:.2f} cores elsewhere); kept, "
+                               "flagged in the report")
+    return paths, loads
+
+
+def cpu_busy_seconds():
+    """Busy CPU seconds of the whole machine so far, from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds():
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def foreign_load(seconds=1.0):
+    """Cores kept busy by other processes, sampled while nothing of ours runs."""
+    a = cpu_busy_seconds()
+    time.sleep(seconds)
+    return (cpu_busy_seconds() - a) / seconds
+
+
+BUSY = 0.3  # cores used by other processes above which a run counts as disturbed
+
+
+class Patience:
+    """How long the whole run may spend waiting for quiet and re-running disturbed
+    families, so a machine that stays busy delays the report by a bounded time."""
+    def __init__(self, seconds):
+        self.left = seconds
+
+    def spend(self, since):
+        self.left -= time.monotonic() - since
+
+
+PATIENCE = Patience(0)
+
+
+def wait_for_quiet(limit_s, threshold=BUSY):
+    """Waits up to limit_s (and within the run's patience) for other processes to use
+    less than threshold cores; returns the load seen last. Spinning benchmarks on a
+    2-core machine are meaningless while something else holds a core: the scheduler, not
+    the loop, sets the figures then."""
+    limit_s = min(limit_s, PATIENCE.left)
+    if limit_s <= 0:
+        return 0.0
+    since = time.monotonic()
+    deadline = since + limit_s
+    load = foreign_load(0.5)
+    while load > threshold and time.monotonic() < deadline:
+        print(f"  machine busy: other processes use {load:.2f} cores; waiting "
+              f"(up to {deadline - time.monotonic():.0f}s more)", flush=True)
+        time.sleep(4)
+        load = foreign_load(1.0)
+    PATIENCE.spend(since)
+    return load
+
+
+def shutil_which(name):
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        p = os.path.join(d, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+# ---------------------------------------------------------------- aggregation
+
+def load_rounds(paths):
+    """-> (data[row][col][metric] = [value per round], errors, context of round 1)."""
+    data, errors, context = {}, [], {}
+    for path in paths:
+        with open(path) as f:
+            doc = json.load(f)
+        context = context or doc.get("context", {})
+        for b in doc.get("benchmarks", []):
+            if b.get("run_type", "iteration") != "iteration":
+                continue
+            _, row, col = parse_name(b["name"])
+            if b.get("error_occurred"):
+                errors.append((row, col, b.get("error_message", "")))
+                continue
+            cell = data.setdefault(row, {}).setdefault(col, {})
+            for k, v in b.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    cell.setdefault(k, []).append(float(v))
+    return data, errors, context
+
+
+def median(vals):
+    return statistics.median(vals) if vals else None
+
+
+def spread(vals):
+    """(max - min) / |median| across rounds: the noise of one figure."""
+    m = median(vals)
+    if not vals or not m:
+        return None
+    return (max(vals) - min(vals)) / abs(m)
+
+
+# Below these, a figure is noise-level on every system and a ratio would only amplify it.
+NEGLIGIBLE = {"idle_cpu_pct": 0.1, "idle_cpu_pct_first10ms": 0.1}
+
+
+def ratio(a, b, metric=None):
+    if a is None or b is None or b <= 0 or a < 0:
+        return None
+    floor = NEGLIGIBLE.get(metric)
+    if floor is not None and a < floor and b < floor:
+        return None
+    return a / b
+
+
+def summarize(data):
+    """Medians, spreads and ratios, as summary.json holds them."""
+    rows = []
+    for row in data:
+        cols = data[row]
+        for metric, label in metrics_for(row, cols):
+            med = {c: median(cols[c].get(metric, [])) for c in cols}
+            med = {c: v for c, v in med.items() if v is not None}
+            if not med:
+                continue
+            spr = {c: spread(cols[c].get(metric, [])) for c in med}
+            ratios = {}
+            for c in med:
+                if not is_evloop(c):
+                    continue
+                ratios[c] = {base: ratio(med[c], med.get(base), metric)
+                             for base in BASELINES + FLOORS if base in med}
+            rows.append({"row": row, "metric": metric, "label": label, "median": med,
+                         "spread": spr, "ratios": ratios})
+    return rows
+
+
+# ---------------------------------------------------------------- formatting
+
+def fmt(v):
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.1f}k"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def fmt_ratio(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def evloop_columns(summary):
+    cols = []
+    for s in summary:
+        for c in s["median"]:
+            if is_evloop(c) and not is_tagged(c) and c not in cols:
+                cols.append(c)
+    return sorted(cols)
+
+
+def ratio_table(summary, markdown):
+    """Rows: family/metric; columns: libuv, libev medians, then per evloop column its
+    median and its ratios to libuv and libev."""
+    ecols = evloop_columns(summary)
+    head = ["benchmark", "metric", "libuv", "libev"]
+    for c in ecols:
+        head += [short(c), "/uv", "/ev"]
+    lines = []
+    for s in summary:
+        med = s["median"]
+        cells = [s["row"], s["label"], fmt(med.get("libuv")), fmt(med.get("libev"))]
+        for c in ecols:
+            r = s["ratios"].get(c, {})
+            cells += [fmt(med.get(c)), fmt_ratio(r.get("libuv")), fmt_ratio(r.get("libev"))]
+        lines.append(cells)
+    return render(head, lines, markdown)
+
+
+def floor_table(summary, markdown):
+    ecols = evloop_columns(summary)
+    head = ["benchmark", "metric"] + FLOORS
+    for c in ecols:
+        head += [short(c), "/spin", "/futex"]
+    lines = []
+    for s in summary:
+        med = s["median"]
+        if not any(f in med for f in FLOORS):
+            continue
+        cells = [s["row"], s["label"]] + [fmt(med.get(f)) for f in FLOORS]
+        for c in ecols:
+            r = s["ratios"].get(c, {})
+            cells += [fmt(med.get(c)), fmt_ratio(r.get("floor-spin")),
+                      fmt_ratio(r.get("floor-futex"))]
+        lines.append(cells)
+    return render(head, lines, markdown) if lines else ""
+
+
+def fixed_vs_adaptive_table(summary, markdown):
+    """For every row where fixed evloop settings ran (col@tag), the adaptive default
+    against the best fixed one: adaptive / best (<= 1.10 is issue 5's bar)."""
+    head = ["benchmark", "metric", "column", "adaptive", "best fixed", "setting",
+            "adaptive/best"]
+    lines = []
+    for s in summary:
+        med = s["median"]
+        groups = {}
+        for c, v in med.items():
+            if is_evloop(c) and is_tagged(c):
+                groups.setdefault(untagged(c), []).append((v, c))
+        for base, fixed in sorted(groups.items()):
+            if base not in med:
+                continue
+            best_v, best_c = min(fixed)
+            tag = best_c.split("@", 1)[1].split("/")[0]
+            lines.append([s["row"], s["label"], short(base), fmt(med[base]), fmt(best_v), tag,
+                          fmt_ratio(ratio(med[base], best_v))])
+    return render(head, lines, markdown) if lines else ""
+
+
+def medians_table(summary, markdown):
+    cols = []
+    for s in summary:
+        for c in s["median"]:
+            if c not in cols and not is_tagged(c):
+                cols.append(c)
+    order = {c: i for i, c in enumerate(sorted(cols, key=lambda c: (not is_evloop(c), c)))}
+    cols = sorted(cols, key=order.get)
+    head = ["benchmark", "metric"] + [short(c) for c in cols]
+    lines = []
+    for s in summary:
+        cells = [s["row"], s["label"]]
+        for c in cols:
+            v, sp = s["median"].get(c), s["spread"].get(c)
+            cells.append(fmt(v) + (f" ±{sp * 50:.0f}%" if sp is not None and v else ""))
+        lines.append(cells)
+    return render(head, lines, markdown)
+
+
+def counters_table(data, markdown):
+    """What ns/op alone hides, for the hand-off families: wake syscalls, loop sleeps,
+    tasks per drain and loop CPU per op (medians)."""
+    keys = [("wakes_per_op", "wakes/op"), ("loop_sleeps_per_op", "sleeps/op"),
+            ("tasks_per_drain", "tasks/drain"), ("loop_cpu_ns_per_op", "loop cpu ns/op"),
+            ("spin_hits_per_op", "spin hits/op")]
+    families = ("PingPong", "PingPongLatency", "MultiProducer", "BurstSubmit",
+                "MicroWakeupSyscall", "ReadinessRoundTrip")
+    head = ["benchmark", "system"] + [k[1] for k in keys]
+    lines = []
+    for row in data:
+        if row.split("/")[0] not in families:
+            continue
+        for col in sorted(data[row]):
+            if is_tagged(col):
+                continue
+            cell = data[row][col]
+            lines.append([row, short(col)] + [fmt(median(cell.get(k, []))) for k, _ in keys])
+    return render(head, lines, markdown)
+
+
+def render(head, lines, markdown):
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(str(c) for c in line) + " |" for line in lines]
+        return "\n".join(out)
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)] if lines else []
+    out = ["  ".join(str(h).ljust(w) for h, w in zip(head, widths))]
+    out.append("  ".join("-" * w for w in widths))
+    out += ["  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- plots
+
+def make_plots(data, summary, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"plots skipped: {sys.executable} cannot import matplotlib "
+              "(Debian: apt-get install python3-matplotlib)", flush=True)
+        return []
+    # One colour per system in every plot.
+    palette = plt.get_cmap("tab20")
+    every = sorted({c for r in data for c in data[r]}, key=lambda c: (not is_evloop(c), c))
+    colour = {c: palette(i % 20) for i, c in enumerate(every)}
+
+    def color(c):
+        return colour.get(c, "black")
+
+    pdir = os.path.join(outdir, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    written = []
+
+    def cols_of(rows, with_tagged=False):
+        cols = []
+        for r in rows:
+            for c in data.get(r, {}):
+                if c not in cols and (with_tagged or not is_tagged(c)):
+                    cols.append(c)
+        return sorted(cols, key=lambda c: (not is_evloop(c), c))
+
+    def grouped_bars(rows, metrics, title, ylabel, path, log=True):
+        rows = [r for r in rows if r in data]
+        if not rows:
+            return
+        cols = cols_of(rows)
+        fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(rows) * max(1, len(cols)) / 4), 5))
+        width = 0.8 / max(1, len(cols))
+        for i, c in enumerate(cols):
+            for j, (metric, alpha) in enumerate(metrics):
+                xs, ys = [], []
+                for k, r in enumerate(rows):
+                    v = median(data[r].get(c, {}).get(metric, []))
+                    if v is not None and v > 0:
+                        xs.append(k + i * width)
+                        ys.append(v)
+                ax.bar(xs, ys, width, alpha=alpha, color=color(c),
+                       label=short(c) if j == 0 else None)
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(rows))])
+        ax.set_xticklabels([r.replace("/", "\n", 1) for r in rows], fontsize=8)
+        if log:
+            ax.set_yscale("log")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(os.path.join(pdir, path), dpi=110)
+        plt.close(fig)
+        written.append(os.path.join("plots", path))
+
+    latency_rows = ["PingPongLatency/hot", "PingPongLatency/cold", "PingPongLatency/blocking",
+                    "MicrotaskRoundTrip", "ReadinessRoundTrip", "MicroWakeupSyscall/Sleeping",
+                    "SubmitInternalChain"]
+    grouped_bars(latency_rows, [("p99_ns", 0.35), ("p50_ns", 1.0)],
+                 "Round-trip latency: p50 (solid) and p99 (pale)", "ns", "latency.png")
+    # Latency distributions: the percentiles each latency benchmark reports, per system.
+    pcts = [("min_ns", "min"), ("p10_ns", "p10"), ("p50_ns", "p50"), ("p90_ns", "p90"),
+            ("p99_ns", "p99"), ("p999_ns", "p99.9")]
+    dist_rows = [r for r in latency_rows + ["MicroBatchBudget/Continuous", "InternalPriority"]
+                 if r in data and any("p10_ns" in m for m in data[r].values())]
+    if dist_rows:
+        ncols = 3
+        nrows = (len(dist_rows) + ncols - 1) // ncols
+        fig, axes = plt.subplots(nrows, ncols, figsize=(16, 4.2 * nrows), squeeze=False)
+        for ax, r in zip([a for row in axes for a in row], dist_rows):
+            for i, c in enumerate(cols_of([r])):
+                pts = [(k, median(data[r][c].get(m, []))) for k, (m, _) in enumerate(pcts)]
+                pts = [(k, v) for k, v in pts if v is not None and v > 0]
+                style = ":" if c in FLOORS else "-"
+                ax.plot([k for k, _ in pts], [v for _, v in pts], style, marker="o",
+                        label=short(c), color=color(c))
+            ax.set_xticks(range(len(pcts)))
+            ax.set_xticklabels([label for _, label in pcts])
+            ax.set_yscale("log")
+            ax.set_ylabel("ns")
+            ax.set_title(r)
+            ax.legend(fontsize=7)
+        for ax in [a for row in axes for a in row][len(dist_rows):]:
+            ax.axis("off")
+        fig.suptitle("Latency distributions (percentiles of per-op times, medians of rounds)")
+        fig.tight_layout()
+        fig.savefig(os.path.join(pdir, "latency_distributions.png"), dpi=100)
+        plt.close(fig)
+        written.append("plots/latency_distributions.png")
+
+    throughput_rows = ["PingPong", "BurstSubmit", "MultiProducer", "MultiProducerContention",
+                       "AllocPressure", "MicroWakeupSyscall/RapidSubmit",
+                       "MicroWakeupSyscall/Running", "MicroWakeupSyscall/Burst",
+                       "Timers/million"]
+    grouped_bars(throughput_rows, [("ns_per_op", 1.0)], "ns per task (lower is better)",
+                 "ns per op", "throughput.png")
+
+    # Batch-budget curves: x = burst size, one line per column (fixed budgets included).
+    bursts = sorted({int(r.rsplit(":", 1)[1]) for r in data
+                     if r.startswith("MicroBatchBudget/Throughput/burst:")})
+    if bursts:
+        fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+        panels = [("Throughput", "ns_per_op", "ns per task"),
+                  ("Latency", "p50_ns", "submit-to-run p50 ns"),
+                  ("Latency", "p99_ns", "submit-to-run p99 ns")]
+        for ax, (kind, metric, ylabel) in zip(axes, panels):
+            rows = [f"MicroBatchBudget/{kind}/burst:{b}" for b in bursts]
+            for i, c in enumerate(cols_of(rows, with_tagged=True)):
+                xs, ys = [], []
+                for b, r in zip(bursts, rows):
+                    v = median(data.get(r, {}).get(c, {}).get(metric, []))
+                    if v is not None and v > 0:
+                        xs.append(b)
+                        ys.append(v)
+                style = "--" if is_tagged(c) else "-"
+                ax.plot(xs, ys, style, marker="o", label=short(c), color=color(c))
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("burst size")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"MicroBatchBudget {kind}")
+        axes[0].legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(os.path.join(pdir, "batch_budget.png"), dpi=110)
+        plt.close(fig)
+        written.append("plots/batch_budget.png")
+
+    producers = sorted({int(r.rsplit(":", 1)[1]) for r in data
+                        if r.startswith("MicroCASContention/producers:")})
+    if producers:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        rows = [f"MicroCASContention/producers:{p}" for p in producers]
+        for i, c in enumerate(cols_of(rows)):
+            pts = [(p, median(data[r].get(c, {}).get("ns_per_op", [])))
+                   for p, r in zip(producers, rows) if r in data]
+            pts = [(p, v) for p, v in pts if v]
+            ax.plot([p for p, _ in pts], [v for _, v in pts], marker="o", label=short(c),
+                    color=color(c))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("producer threads")
+        ax.set_ylabel("ns per submit")
+        ax.set_title("MicroCASContention: submission cost under contention")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(pdir, "cas_contention.png"), dpi=110)
+        plt.close(fig)
+        written.append("plots/cas_contention.png")
+    return written
+
+
+# ---------------------------------------------------------------- report
+
+def machine_info(context):
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": model, "cpus": context.get("num_cpus", os.cpu_count()),
+            "kernel": context.get("kernel", platform.platform()),
+            "libuv": context.get("libuv_version", "?"),
+            "libev": context.get("libev_version", "?"),
+            "targets": context.get("evloop_targets", ""),
+            "host": context.get("host_name", platform.node())}
+
+
+def write_report(outdir, summary, data, errors, meta, plots):
+    md = []
+    md.append("# evloop tournament")
+    md.append("")
+    md.append(f"- date: {meta['date']} ({meta['elapsed_s']:.0f} s)")
+    m = meta["machine"]
+    md.append(f"- machine: {m['cpu']}, {m['cpus']} CPUs, {m['kernel']}; load average "
+              f"{meta['load_before']} before, {meta['load_after']} after")
+    md.append(f"- baselines: libuv {m['libuv']}, libev {m['libev']}; targets: {m['targets']}")
+    md.append(f"- command: `{meta['command']}`")
+    md.append(f"- {meta['rounds']} rounds, --benchmark_min_time={meta['min_time']}, "
+              "systems rotated inside every family from round to round")
+    loads = meta.get("foreign_load", [])
+    if loads:
+        worst = max(x[2] for x in loads)
+        md.append(f"- other processes on the machine: {statistics.mean(x[2] for x in loads):.2f} "
+                  f"cores on average during the runs, {worst:.2f} at worst")
+        busy = [f"{fam} (round {rnd}: {c:.2f} cores)" for rnd, fam, c in loads if c > BUSY]
+        if busy:
+            md.append("- **disturbed** (another process held more than "
+                      f"{BUSY} cores even after retries; distrust these): " + ", ".join(busy))
+    md.append("")
+    md.append("How to read: every figure is the median across rounds; every metric is "
+              "lower-is-better, so a ratio below 1.00x means evloop wins. Ratios divide "
+              "figures of the same run. `±` is half the spread (max - min) across rounds "
+              "relative to the median: figures whose ratios sit inside it are ties. "
+              "ns/op is per task for the throughput families and per round trip for the "
+              "latency ones (see the comment at the top of each bench/*.cpp).")
+    md.append("")
+    md.append("## Ratios: evloop / libuv and evloop / libev")
+    md.append("")
+    md.append(ratio_table(summary, True))
+    md.append("")
+    ft = floor_table(summary, True)
+    if ft:
+        md.append("## Ratios: evloop / the hardware floors")
+        md.append("")
+        md.append("floor-spin: the loop thread spins on one cache line (a hand-off is a "
+                  "cache-line ping-pong); floor-futex: it sleeps on a futex whenever idle "
+                  "(a hand-off is a futex wait/wake).")
+        md.append("")
+        md.append(ft)
+        md.append("")
+    fa = fixed_vs_adaptive_table(summary, True)
+    if fa:
+        md.append("## Adaptive defaults against fixed settings")
+        md.append("")
+        md.append(fa)
+        md.append("")
+    md.append("## Medians")
+    md.append("")
+    md.append(medians_table(summary, True))
+    md.append("")
+    md.append("## Counters (medians)")
+    md.append("")
+    md.append(counters_table(data, True))
+    md.append("")
+    if plots:
+        md.append("## Plots")
+        md.append("")
+        md += [f"![{p}]({p})" for p in plots]
+        md.append("")
+    if errors:
+        md.append("## Errors")
+        md.append("")
+        md += [f"- round figure missing: {row} {col}: {msg}" for row, col, msg in errors]
+        md.append("")
+    path = os.path.join(outdir, "report.md")
+    with open(path, "w") as f:
+        f.write("\n".join(md))
+    return path
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench", default=os.path.join(os.path.dirname(here), "build-bench",
+                                                    "bench", "evloop_bench"),
+                    help="path to evloop_bench")
+    ap.add_argument("--quick", action="store_true",
+                    default=os.environ.get("EVLOOP_BENCH_QUICK", "") not in ("", "0"),
+                    help="tiny min time: a smoke run (also EVLOOP_BENCH_QUICK=1)")
+    ap.add_argument("--rounds", type=int, help="rounds (>= 3 for a tournament)")
+    ap.add_argument("--min-time", type=float, help="--benchmark_min_time per benchmark")
+    ap.add_argument("--filter", default="", help="--benchmark_filter regex")
+    ap.add_argument("--out", help="results folder (default bench/results/latest, "
+                                  "or bench/results/quick with --quick)")
+    ap.add_argument("--quiet-wait", type=float,
+                    help="seconds to wait before each family for other processes to go "
+                         "below 0.3 cores (default 60, quick 0)")
+    ap.add_argument("--retries", type=int, default=None,
+                    help="runs again a family disturbed by other processes, up to N times "
+                         "(default 2, quick 0)")
+    ap.add_argument("--patience", type=float, default=None,
+                    help="seconds the whole run may spend waiting for quiet and re-running "
+                         "disturbed families (default 480, quick 0)")
+    ap.add_argument("--from-json", nargs="*", help="only rebuild the report from these "
+                                                   "round JSON files")
+    args = ap.parse_args()
+
+    mode = QUICK if args.quick else FULL
+    if args.quiet_wait is None:
+        args.quiet_wait = 0 if args.quick else 60
+    if args.retries is None:
+        args.retries = 0 if args.quick else 2
+    if args.patience is None:
+        args.patience = 0 if args.quick else 480
+    PATIENCE.left = args.patience
+    rounds = args.rounds or mode["rounds"]
+    min_time = args.min_time or mode["min_time"]
+    outdir = args.out or os.path.join(here, "results", "quick" if args.quick else "latest")
+    os.makedirs(outdir, exist_ok=True)
+    # run_tournament.sh passes the command the user typed.
+    command = os.environ.get("EVLOOP_TOURNAMENT_COMMAND") or " ".join(
+        [os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    if os.environ.get("EVLOOP_BENCH_QUICK") not in (None, "", "0") and \
+            "EVLOOP_BENCH_QUICK" not in command:
+        command = "EVLOOP_BENCH_QUICK=1 " + command
+
+    started = time.monotonic()
+    load_before = loadavg()
+    foreign = []  # (round, family, cores other processes used during it)
+    if args.from_json:
+        paths = args.from_json
+    else:
+        if not os.access(args.bench, os.X_OK):
+            sys.exit(f"no evloop_bench at {args.bench}: build with -DEVLOOP_BUILD_BENCH=ON "
+                     "(bench/run_tournament.sh does it all)")
+        tests = list_tests(args.bench, args.filter, min_time)
+        families = families_of(tests)
+        print(f"evloop tournament: {len(tests)} benchmarks in {len(families)} families x "
+              f"{rounds} rounds, min time {min_time}s, into {outdir}", flush=True)
+        progress = Progress(rounds, len(tests) * rounds)
+        paths = []
+        for r in range(1, rounds + 1):
+            p, loads = run_round(args.bench, r, families, min_time, args.filter, outdir,
+                                 progress, args.quiet_wait, args.retries)
+            paths += p
+            foreign += loads
+        if not paths:
+            sys.exit("no round produced results")
+
+    # A round is a round-N folder of per-family files (or a lone JSON file of a whole run).
+    nrounds = len({os.path.dirname(os.path.abspath(p))
+                   if os.path.basename(os.path.dirname(os.path.abspath(p))).startswith("round-")
+                   else p for p in paths})
+    data, errors, context = load_rounds(paths)
+    summary = summarize(data)
+    meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "elapsed_s": time.monotonic() - started, "machine": machine_info(context),
+            "load_before": load_before, "load_after": loadavg(), "command": command,
+            "rounds": nrounds, "min_time": min_time, "foreign_load": foreign}
+    plots = make_plots(data, summary, outdir)
+    with open(os.path.join(outdir, "summary.json"), "w") as f:
+        json.dump({"meta": meta, "rows": summary, "errors": errors}, f, indent=1)
+    report = write_report(outdir, summary, data, errors, meta, plots)
+
+    print()
+    print("evloop / libuv and evloop / libev (medians of "
+          f"{nrounds} rounds; below 1.00x evloop wins):")
+    print(ratio_table(summary, False))
+    ft = floor_table(summary, False)
+    if ft:
+        print()
+        print("evloop / hardware floors:")
+        print(ft)
+    busy = [f"{fam}@{rnd}" for rnd, fam, c in foreign if c > BUSY]
+    if busy:
+        print(f"\nwarning: other processes used more than {BUSY} cores during {busy}; "
+              "spinning benchmarks are then set by the scheduler, not the loop")
+    if errors:
+        print(f"\n{len(errors)} benchmark runs reported errors; see {report}")
+    print(f"\nreport: {report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
