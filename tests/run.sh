@@ -26,3 +26,12 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 run_build condvar "" -DEVLOOP_WAKE=condvar -DEVLOOP_MEMCHECK=OFF
 run_build fuzz fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
     -DEVLOOP_BUILD_FUZZ=ON -DEVLOOP_MEMCHECK=OFF
+
+# The benchmark suite builds and every benchmark runs without an error (a smoke run: the
+# figures come from bench/run_tournament.sh). evloop_bench exits 1 if any benchmark failed.
+echo "=== bench smoke"
+cmake -S . -B build-ci-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DEVLOOP_WERROR=ON \
+    -DEVLOOP_BUILD_TESTS=OFF -DEVLOOP_BUILD_BENCH=ON >/dev/null
+cmake --build build-ci-bench -j "$jobs"
+./build-ci-bench/bench/evloop_bench --benchmark_min_time=0.001 >build-ci-bench/smoke.txt
+echo "bench smoke: $(grep -c manual_time build-ci-bench/smoke.txt) benchmarks ran"
