@@ -37,11 +37,21 @@ if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_u
     endif()
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
-        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/io_uring.c)
+        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/io_uring.c
+             src/backends/io_uring/probe.c)
         list(APPEND EVLOOP_BACKEND_LIBS PkgConfig::LIBURING)
     endif()
 endif()
-if(CMAKE_SYSTEM_NAME MATCHES "Darwin|BSD|DragonFly" OR EVLOOP_WITH_KQUEUE)
+# kqueue is native on macOS and the BSDs; elsewhere (Linux) EVLOOP_WITH_KQUEUE builds it
+# against libkqueue (found with pkg-config), only to check the backend without a BSD.
+option(EVLOOP_WITH_KQUEUE "also build the kqueue backend where it is not native (libkqueue)" OFF)
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/kqueue/kqueue.c AND
+   (CMAKE_SYSTEM_NAME MATCHES "Darwin|BSD|DragonFly" OR EVLOOP_WITH_KQUEUE))
+    if(NOT CMAKE_SYSTEM_NAME MATCHES "Darwin|BSD|DragonFly")
+        find_package(PkgConfig REQUIRED)
+        pkg_check_modules(LIBKQUEUE REQUIRED IMPORTED_TARGET libkqueue)
+        list(APPEND EVLOOP_BACKEND_LIBS PkgConfig::LIBKQUEUE)
+    endif()
     list(APPEND EVLOOP_BACKENDS kqueue)
     list(APPEND EVLOOP_BACKEND_SOURCES src/backends/kqueue/kqueue.c)
 endif()

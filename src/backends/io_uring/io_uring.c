@@ -100,6 +100,12 @@ static void mark(struct uring *s, int fd, bool arm)
     }
 }
 
+static int write_eventfd(struct uring *s)
+{
+    uint64_t one = 1;
+    return write(s->efd, &one, sizeof(one)) < 0 ? -errno : 0;
+}
+
 /* Makes a loop asleep in wait() come back to arm what the table now asks for (trap a). On
  * its word, as a producer would (submit.c): the futex wait is submitted after apply() and must
  * find the word changed. On the eventfd, whose count stays set, a write is enough. */
@@ -107,20 +113,26 @@ static void kick(struct uring *s)
 {
     /* seq_cst: pairs with the store of a SLEEP_* value in prepare_sleep() (tick.c). */
     uint32_t now = atomic_load(s->word);
-    uint64_t one = 1;
-    if (s->efd >= 0 && now == EVLOOP__SLEEP_POLLER && write(s->efd, &one, sizeof(one)) < 0)
-        return; /* cannot fail but on a counter at its maximum: then the loop wakes anyway */
-    if (s->efd < 0 && now == EVLOOP__SLEEP_WORD &&
-        atomic_exchange(s->word, EVLOOP__AWAKE) == EVLOOP__SLEEP_WORD)
+    if (s->efd >= 0 && now == EVLOOP__SLEEP_POLLER)
+        write_eventfd(s);
+    else if (s->efd < 0 && now == EVLOOP__SLEEP_WORD &&
+             atomic_exchange(s->word, EVLOOP__AWAKE) == EVLOOP__SLEEP_WORD)
         syscall(SYS_futex, (uint32_t *)s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* Loop thread, under the lock: queues the SQE reg g of fd wants; false when the SQ is full. */
-static bool queue_poll(struct uring *s, int fd, struct reg *g, bool *added)
+/* Loop thread: an SQE; when the SQ is full, submits what is queued to make room. */
+static struct io_uring_sqe *get_sqe(struct uring *s)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&s->ring);
     if (!sqe && io_uring_submit(&s->ring) >= 0)
         sqe = io_uring_get_sqe(&s->ring);
+    return sqe;
+}
+
+/* Loop thread, under the lock: queues the SQE reg g of fd wants; false when there is none. */
+static bool queue_poll(struct uring *s, int fd, struct reg *g, bool *added)
+{
+    struct io_uring_sqe *sqe = get_sqe(s);
     if (!sqe)
         return false;
     if (g->state == IDLE) {
@@ -152,7 +164,7 @@ static int apply(struct uring *s, bool *block)
     }
     int r = added ? io_uring_submit(&s->ring) : 0;
     bool *armed = s->efd < 0 ? &s->futex_armed : &s->read_armed;
-    struct io_uring_sqe *sqe = *block && !*armed ? io_uring_get_sqe(&s->ring) : NULL;
+    struct io_uring_sqe *sqe = *block && !*armed ? get_sqe(s) : NULL;
     if (sqe && s->efd < 0)
         evloop__uring_prep_futex(sqe, s->word, EVLOOP__SLEEP_WORD);
     else if (sqe)
@@ -160,7 +172,7 @@ static int apply(struct uring *s, bool *block)
     if (sqe)
         io_uring_sqe_set_data64(sqe, udata(s->efd < 0 ? K_FUTEX : K_WAKE, 0, 0));
     *armed |= sqe != NULL;
-    *block = *armed;
+    *block = *block && *armed;
     pthread_mutex_unlock(&s->lock);
     return r < 0 && r != -EAGAIN && r != -EBUSY ? r : 0;
 }
@@ -171,7 +183,7 @@ static int enter(struct uring *s, bool block, int64_t timeout_ns)
 {
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
-    int r = !block ? (io_uring_sq_ready(&s->ring) ? io_uring_submit(&s->ring) : 0)
+    int r = !block           ? (io_uring_sq_ready(&s->ring) ? io_uring_submit(&s->ring) : 0)
             : timeout_ns < 0 ? io_uring_submit_and_wait(&s->ring, 1)
                              : io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
     return r >= 0 || r == -ETIME || r == -EINTR || r == -EAGAIN || r == -EBUSY ? 0 : r;
@@ -186,7 +198,7 @@ static int handle(struct uring *s, const struct io_uring_cqe *cqe, struct evloop
     s->futex_armed &= kind != K_FUTEX;
     s->read_armed &= kind != K_WAKE;
     *woken |= kind == K_FUTEX || kind == K_WAKE;
-    struct reg *g = kind <= K_UPDATE && fd < s->cap ? &s->regs[fd] : NULL;
+    struct reg *g = (kind == K_POLL || kind == K_UPDATE) && fd < s->cap ? &s->regs[fd] : NULL;
     if (!g || g->state != ARMED || g->seq != ((cqe->user_data >> 32) & 0xffffffu))
         return k; /* a wake-up, or stale (trap d) */
     if (kind == K_UPDATE) {
@@ -201,8 +213,9 @@ static int handle(struct uring *s, const struct io_uring_cqe *cqe, struct evloop
         g->state = IDLE; /* trap c; not re-armed after an error but by a modify */
     if (!more && (cqe->res >= 0 || cqe->res == -ECANCELED))
         mark(s, fd, true);
-    uint32_t ev = cqe->res >= 0 ? from_poll((uint32_t)cqe->res) : cqe->res == -ECANCELED ? 0u
-                                                                                       : EVLOOP_ERROR;
+    uint32_t ev = from_poll(cqe->res >= 0 ? (uint32_t)cqe->res : 0u);
+    if (cqe->res < 0 && cqe->res != -ECANCELED)
+        ev = EVLOOP_ERROR;
     if (!ev)
         return k;
     if (more)
@@ -282,7 +295,12 @@ static int uring_add(void *state, int fd, uint32_t events, uint64_t tag)
     if (g && g->state != FREE)
         r = -EEXIST;
     if (r == 0) {
-        *g = (struct reg){tag, events, ++s->seq, 0, 0, g->next_dirty, IDLE, .dirty = g->dirty};
+        *g = (struct reg){.tag = tag,
+                          .events = events,
+                          .seq = ++s->seq,
+                          .state = IDLE,
+                          .next_dirty = g->next_dirty,
+                          .dirty = g->dirty};
         mark(s, fd, true);
         s->nactive++;
     }
@@ -328,9 +346,8 @@ static int uring_remove(void *state, int fd)
 static int uring_wake(void *state)
 {
     struct uring *s = state;
-    uint64_t one = 1;
     if (s->efd >= 0)
-        return write(s->efd, &one, sizeof(one)) < 0 ? -errno : 0;
+        return write_eventfd(s);
     atomic_store(&s->wake_pending, true); /* seq_cst: pairs with the exchange in uring_wait() */
     kick(s);
     return 0;

@@ -2,7 +2,8 @@
  * with the features the poller relies on, a NOP round trip, a synchronous cancel, and whether
  * the loop can sleep in the ring on its word (a futex wait). Containers, seccomp filters and
  * kernel.io_uring_disabled refuse io_uring_setup with EPERM; any refusal is -ENOTSUP, with the
- * reason kept for evloop_stats(). Runs once per loop, in evloop_new. */
+ * reason kept for evloop_stats(). So is valgrind: it holds its lock over io_uring_enter, so
+ * no other thread can run to wake a wait there. Runs once per loop, in evloop_new. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,6 +13,13 @@
 #include "backend.h"
 #include "uring.h"
 #include "wake.h"
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define HAVE_VALGRIND_H 1
+#endif
+#endif
 
 #ifndef PR_FUTEX_HASH /* Linux 6.16 */
 #define PR_FUTEX_HASH 78
@@ -98,13 +106,24 @@ static int probe(struct io_uring *ring, unsigned features)
     return 0;
 }
 
+static bool under_valgrind(void)
+{
+#ifdef HAVE_VALGRIND_H
+    return RUNNING_ON_VALGRIND;
+#else
+    return false;
+#endif
+}
+
 int evloop__uring_start(struct io_uring *ring, bool *word_wait)
 {
+    if (under_valgrind())
+        return evloop__backend_refused("under valgrind", EDEADLK);
     const char *env = getenv("EVLOOP_IO_URING_CQ"); /* tests overflow a tiny CQ */
     unsigned cq = env && atoi(env) > 0 ? (unsigned)atoi(env) : CQ_ENTRIES;
-    struct io_uring_params p = {
-        .flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP | IORING_SETUP_SUBMIT_ALL,
-        .cq_entries = cq};
+    struct io_uring_params p = {.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP |
+                                         IORING_SETUP_SUBMIT_ALL,
+                                .cq_entries = cq};
     int r = io_uring_queue_init_params(cq < SQ_ENTRIES ? cq : SQ_ENTRIES, ring, &p);
     if (r < 0)
         return evloop__backend_refused("io_uring_setup", -r);
