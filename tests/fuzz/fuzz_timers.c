@@ -1,8 +1,9 @@
 /* libFuzzer target: the timer heap (src/core/timer.c) against a sorted model. White box: it
  * includes src/core/loop.h, makes a loop that never runs, and drives evloop__run_timers()
- * itself with a virtual clock: loop->now = T0 + v seconds + 0.5 s, where T0 is the real
- * clock when the loop was made. Timers are started with whole-second delays, so a timer of
- * delay d is due exactly when v >= d (an input runs in far less than 0.5 s), and timers of
+ * itself with a virtual clock: loop->now = T0 + v units + half a unit, where T0 is the real
+ * clock when the loop was made and a unit is 10 s. Timers are started with whole-unit
+ * delays, so a timer of delay d is due exactly when v >= d (an input runs in far less than
+ * half a unit, even on a loaded machine), and timers of
  * equal deadline fire in start order. The model replays pop_due(): the earliest (deadline,
  * start order) pending timer fires if due, and an interval timer is re-armed on its grid
  * (deadline + k * interval) at the first point after the clock, skipping missed periods.
@@ -17,14 +18,14 @@
 
 #include "loop.h"
 
-#define UNIT 1000000000ull
+#define UNIT 10000000000ull /* 10 s: half of it is the slack for real time */
 #define INF UINT64_MAX
 #define MAX_TIMERS 256
 
 struct mtimer {
     evloop_timer_id id;
-    uint64_t d;        /* deadline in seconds after T0, INF when saturated */
-    uint64_t interval; /* seconds, INF when saturating */
+    uint64_t d;        /* deadline in units after T0, INF when saturated */
+    uint64_t interval; /* units, INF when saturating */
     uint64_t order;
     bool pending;
 };
@@ -190,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     if (evloop_now_ns() - g.t0 > UNIT / 2)
-        die("the input ran longer than the model allows (0.5 s)", 0, 0);
+        die("the input ran longer than the model allows (half a unit)", 0, 0);
     evloop_stop(g.loop);
     if (evloop_free(g.loop) != 0)
         die("evloop_free", 0, 0);
