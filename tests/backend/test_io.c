@@ -68,7 +68,7 @@ static void test_fd_left_readable_is_reported_on_every_wait(void **state)
 
 struct gate {
     int fd; /* the gate task returns once this fd is readable and the gate is open */
-    atomic_bool entered, open;
+    atomic_bool entered, polled, open;
 };
 
 static void gate_task(void *arg)
@@ -79,6 +79,7 @@ static void gate_task(void *arg)
      * readiness is in the CQ before the loop gets back to its wait. */
     struct pollfd pfd = {.fd = g->fd, .events = POLLIN};
     CHECK(poll(&pfd, 1, BT_DEADLINE_MS) == 1);
+    atomic_store(&g->polled, true);
     while (!atomic_load(&g->open)) {
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
@@ -88,6 +89,11 @@ static void gate_task(void *arg)
 static bool gate_entered(void *ctx)
 {
     return atomic_load(&((struct gate *)ctx)->entered);
+}
+
+static bool gate_polled(void *ctx)
+{
+    return atomic_load(&((struct gate *)ctx)->polled);
 }
 
 static void test_fd_removed_with_its_readiness_collected_gets_no_callback(void **state)
@@ -117,6 +123,43 @@ static void test_fd_removed_with_its_readiness_collected_gets_no_callback(void *
     bt_loop_free(loop);
     close(p[0]);
     close(p[1]);
+}
+
+/* Regression (io_uring): a CQE carries the readiness seen when it was posted; one whose data
+ * is gone by the time the loop collects it must not become a callback (epoll and kqueue check
+ * again when they hand events out). */
+static void test_readiness_gone_before_the_loop_collects_it_is_not_reported(void **state)
+{
+    (void)state;
+    evloop *loop = bt_loop_new();
+    int p[2], q[2];
+    bt_pipe(p);
+    bt_pipe(q);
+    struct watch gone = {.fd = p[0]}, sentinel = {.fd = q[0], .drain = true};
+    assert_int_equal(evloop_io_add(loop, p[0], EVLOOP_READABLE, watch_cb, &gone), 0);
+    assert_int_equal(evloop_io_add(loop, q[0], EVLOOP_READABLE, watch_cb, &sentinel), 0);
+    struct bt_runner r;
+    bt_runner_start(&r, loop);
+    wait_poller_sleep(loop, 0);
+    for (uint64_t i = 1; i <= 20; i++) {
+        struct gate g = {.fd = p[0]};
+        assert_int_equal(evloop_submit(loop, gate_task, &g), 0);
+        assert_true(bt_wait(gate_entered, &g));
+        bt_write_byte(p[1]);
+        assert_true(bt_wait(gate_polled, &g)); /* the loop thread has seen it: CQE posted */
+        assert_int_equal(bt_drain(p[0]), 1);   /* consumed behind the loop's back */
+        atomic_store(&g.open, true);
+        bt_write_byte(q[1]); /* once its callback ran, the loop has collected the above */
+        assert_true(bt_wait_count(&sentinel.calls, i));
+    }
+    assert_int_equal(atomic_load(&gone.calls), 0);
+    assert_int_equal(evloop_io_remove(loop, p[0]), 0);
+    assert_int_equal(evloop_io_remove(loop, q[0]), 0);
+    bt_runner_stop(&r);
+    bt_loop_free(loop);
+    int fds[] = {p[0], p[1], q[0], q[1]};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        close(fds[i]);
 }
 
 static void test_fds_added_and_modified_from_another_thread_reach_a_sleeping_loop(void **state)
@@ -294,6 +337,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fd_left_readable_is_reported_on_every_wait),
         cmocka_unit_test(test_fd_removed_with_its_readiness_collected_gets_no_callback),
+        cmocka_unit_test(test_readiness_gone_before_the_loop_collects_it_is_not_reported),
         cmocka_unit_test(test_fds_added_and_modified_from_another_thread_reach_a_sleeping_loop),
         cmocka_unit_test(test_removed_fd_closed_at_once_really_closes),
         cmocka_unit_test(test_more_ready_fds_than_one_wait_reports_are_all_reported),

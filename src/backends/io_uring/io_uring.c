@@ -11,6 +11,10 @@
  *     at once with IORING_REGISTER_SYNC_CANCEL, which needs no SQ.
  *  b. A multishot poll reports wake-ups, not "still ready": a reported fd gets a poll update
  *     in the next wait, after its callback ran, which re-checks it (epoll's level semantics).
+ *     And a CQE may report readiness a callback has consumed since: a wake-up's mask is posted
+ *     without a re-poll, and a waker can be late (a writer preempted between its copy and its
+ *     wake-up). As epoll re-polls what it hands out, each wait checks its reports with one
+ *     poll(2), and drops those no longer true.
  *  c. The kernel ends a multishot (no IORING_CQE_F_MORE; the mask still counts) when the CQ
  *     is full, and keeps overflowing CQEs (IORING_FEAT_NODROP) until the CQ has room: the fd
  *     is re-armed. Only when it cannot allocate does it drop CQEs: -EBADR, a poller failure.
@@ -38,6 +42,7 @@
 #include "wake.h"
 
 #define CQE_BATCH 32u
+#define MAX_REPORTS 64 /* reports per wait: what the core asks for (EVLOOP__IO_EVENTS_MAX) */
 
 enum { K_POLL = 1, K_UPDATE, K_FUTEX, K_WAKE }; /* user_data: kind << 56 | seq << 32 | fd */
 enum { FREE, IDLE, ARMED }; /* not registered; registered, no poll in the kernel; polled */
@@ -78,7 +83,7 @@ static uint32_t from_poll(uint32_t m)
 {
     return (m & (POLLIN | POLLRDHUP) ? EVLOOP_READABLE : 0u) |
            (m & POLLOUT ? EVLOOP_WRITABLE : 0u) | (m & (POLLHUP | POLLRDHUP) ? EVLOOP_HANGUP : 0u) |
-           (m & POLLERR ? EVLOOP_ERROR : 0u);
+           (m & (POLLERR | POLLNVAL) ? EVLOOP_ERROR : 0u);
 }
 
 static void cancel(struct uring *s, uint64_t ud)
@@ -230,22 +235,45 @@ static int handle(struct uring *s, const struct io_uring_cqe *cqe, struct evloop
     return k + 1;
 }
 
+/* Loop thread: keeps the k reports in out[] that poll(2) finds true now (trap b), with the
+ * events it finds; all of them if poll(2) fails. Returns how many are kept. */
+static int validate(struct evloop__io_event *out, struct pollfd *pfd, int k)
+{
+    if (k == 0 || poll(pfd, (nfds_t)k, 0) < 0)
+        return k;
+    int kept = 0;
+    for (int i = 0; i < k; i++) {
+        uint32_t ev = from_poll((uint32_t)pfd[i].revents);
+        if (ev)
+            out[kept++] = (struct evloop__io_event){out[i].tag, ev};
+    }
+    return kept;
+}
+
 /* Loop thread: drains the CQ in batches into at most max reports; the rest stays queued. */
 static int dispatch(struct uring *s, struct evloop__io_event *out, int max, bool *woken)
 {
     struct io_uring_cqe *cqes[CQE_BATCH];
+    struct pollfd pfd[MAX_REPORTS];
     unsigned n;
     int k = 0;
+    max = max < MAX_REPORTS ? max : MAX_REPORTS;
     pthread_mutex_lock(&s->lock);
     s->batch++;
     while (k < max && (n = io_uring_peek_batch_cqe(&s->ring, cqes, CQE_BATCH)) > 0) {
         unsigned i = 0;
-        for (; i < n && k < max; i++)
+        for (; i < n && k < max; i++) {
+            int before = k;
             k = handle(s, cqes[i], out, k, woken);
+            if (k > before) {
+                int fd = (int)(uint32_t)cqes[i]->user_data;
+                pfd[before] = (struct pollfd){fd, (short)to_poll(s->regs[fd].events), 0};
+            }
+        }
         io_uring_cq_advance(&s->ring, i);
     }
     pthread_mutex_unlock(&s->lock);
-    return k;
+    return validate(out, pfd, k);
 }
 
 static int uring_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out, int max)
@@ -297,7 +325,7 @@ static int uring_add(void *state, int fd, uint32_t events, uint64_t tag)
     if (r == 0) {
         *g = (struct reg){.tag = tag,
                           .events = events,
-                          .seq = ++s->seq,
+                          .seq = ++s->seq & 0xffffffu,
                           .state = IDLE,
                           .next_dirty = g->next_dirty,
                           .dirty = g->dirty};
