@@ -78,7 +78,6 @@ struct evloop {
     _Atomic bool running;
     struct evloop__taskq local, local_internal, micro;
     uint64_t now;
-    uint64_t tick;
     _Atomic unsigned budget; /* external tasks per tick now; read by evloop_stats */
     bool budget_adaptive;
     _Atomic int64_t spin_window; /* ns; read by evloop_stats */

@@ -223,7 +223,6 @@ static int poll_or_sleep(evloop *loop)
 
 int evloop__tick(evloop *loop)
 {
-    loop->tick++;
     evloop__count(&loop->stats.ticks, 1);
     loop->now = evloop__clock_ns();
     if (!atomic_load_explicit(&loop->stopping, memory_order_relaxed))

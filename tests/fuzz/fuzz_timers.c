@@ -34,7 +34,7 @@ static struct {
     const uint8_t *d;
     size_t n, pos;
     evloop *loop;
-    uint64_t t0, v, tick, order;
+    uint64_t t0, v, order;
     struct mtimer t[MAX_TIMERS];
     size_t nt;
 } g;
@@ -157,8 +157,6 @@ static void check_published(void)
 static void advance(int b)
 {
     g.v += (uint64_t)(b & 3);
-    g.tick++;
-    g.loop->tick = g.tick;
     g.loop->now = g.t0 + g.v * UNIT + UNIT / 2;
     evloop__run_timers(g.loop);
     if (model_pop() >= 0)
@@ -178,8 +176,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (evloop_new(&g.loop, &cfg) != 0)
         die("evloop_new", 0, 0);
     g.t0 = evloop_now_ns();
-    g.tick = 1;
-    g.loop->tick = g.tick;
     g.loop->now = g.t0 + UNIT / 2;
     while (g.pos < g.n) {
         int b = next_byte();
