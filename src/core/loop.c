@@ -13,6 +13,7 @@
 #define LOCAL_CAPACITY 256
 #define BUDGET_START 256
 #define SPIN_START_NS 20000
+#define SPIN_MAX_NS 50000
 
 EVLOOP_API void evloop_config_init(evloop_config *cfg)
 {
@@ -86,6 +87,7 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
     atomic_init(&loop->budget, cfg->batch_budget ? cfg->batch_budget : BUDGET_START);
     loop->spin_adaptive = cfg->spin_ns < 0;
     atomic_init(&loop->spin_window, cfg->spin_ns < 0 ? SPIN_START_NS : cfg->spin_ns);
+    loop->spin_max = SPIN_MAX_NS;
     loop->multi_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1;
     loop->auto_exit = cfg->auto_exit;
     *out = loop;

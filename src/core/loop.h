@@ -81,6 +81,7 @@ struct evloop {
     _Atomic unsigned budget; /* external tasks per tick now; read by evloop_stats */
     bool budget_adaptive;
     _Atomic int64_t spin_window; /* ns; read by evloop_stats */
+    int64_t spin_max;            /* ns; the adaptive window never grows past it */
     bool spin_adaptive;
     bool auto_exit;
     bool multi_cpu;

@@ -8,7 +8,6 @@
 #define MICROTASK_BUDGET 1024 /* microtasks per drain point: a storm cannot starve the loop */
 #define BUDGET_MIN 64
 #define BUDGET_MAX 4096
-#define SPIN_MAX_NS 50000
 #define SPIN_MIN_NS 500
 
 static bool microtasks_pending(evloop *loop)
@@ -129,10 +128,10 @@ static void adapt_spin(evloop *loop, bool hit, int64_t slept_ns)
     if (!loop->spin_adaptive)
         return;
     int64_t w = atomic_load_explicit(&loop->spin_window, memory_order_relaxed);
-    if (slept_ns >= 0 && slept_ns < SPIN_MAX_NS) {
+    if (slept_ns >= 0 && slept_ns < loop->spin_max) {
         int64_t want = slept_ns + slept_ns / 2;
         if (want > w)
-            w = want < SPIN_MAX_NS ? want : SPIN_MAX_NS;
+            w = want < loop->spin_max ? want : loop->spin_max;
     } else if (!hit && slept_ns < 0) {
         w = w / 2 < SPIN_MIN_NS ? 0 : w / 2;
     }
