@@ -4,6 +4,7 @@
 #include "test_util.h"
 
 #include <string.h>
+#include <unistd.h>
 
 /* ---- per-producer FIFO bookkeeping ------------------------------------------------------ */
 
@@ -76,12 +77,15 @@ struct producer {
     int first_error;
 };
 
+/* What producers submit: fifo_task, or a variant of it set before they start. */
+static evloop_cb g_produced_task = fifo_task;
+
 static void *produce(void *arg)
 {
     struct producer *p = arg;
     pthread_barrier_wait(p->start);
     for (uint64_t i = 0; i < p->n; i++) {
-        int r = p->submit(p->loop, fifo_task, fifo_arg(p->id, i));
+        int r = p->submit(p->loop, g_produced_task, fifo_arg(p->id, i));
         if (r != 0 && p->failures++ == 0)
             p->first_error = r;
         atomic_store_explicit(&p->progress, i + 1, memory_order_release);
@@ -219,6 +223,26 @@ static void test_burst_that_spills_while_the_loop_drains_keeps_per_producer_orde
     test_runner_stop(&r);
     assert_fifo_complete(count, n);
     test_loop_free(loop);
+}
+
+/* Every 1024th task holds the loop for 100 us: long enough for a producer on a full ring
+ * to give up waiting and spill, short enough that the loop soon takes the spill and the
+ * producers go back to the ring. Many spill episodes, each with ring pushes around it. */
+static void stalling_fifo_task(void *arg)
+{
+    fifo_task(arg);
+    if ((atomic_load_explicit(&g_fifo.total, memory_order_relaxed) & 1023) == 0)
+        usleep(100);
+}
+
+static void test_producers_that_spill_again_and_again_keep_per_producer_order(void **state)
+{
+    (void)state;
+    const unsigned count = 4;
+    const uint64_t n = TEST_SIZE(200000);
+    g_produced_task = stalling_fifo_task;
+    run_producers_against_a_running_loop(NULL, count, n, evloop_submit);
+    g_produced_task = fifo_task;
 }
 
 /* ---- submissions from callbacks -------------------------------------------------------- */
@@ -424,6 +448,7 @@ int main(void)
         cmocka_unit_test(
             test_burst_far_beyond_preallocated_capacity_before_run_loses_nothing_in_order),
         cmocka_unit_test(test_burst_that_spills_while_the_loop_drains_keeps_per_producer_order),
+        cmocka_unit_test(test_producers_that_spill_again_and_again_keep_per_producer_order),
         cmocka_unit_test(test_tasks_submitted_from_a_callback_run_after_it_never_nested),
         cmocka_unit_test(test_tasks_submitted_on_the_loop_thread_run_in_submission_order),
         cmocka_unit_test(test_internal_task_runs_before_external_tasks_submitted_before_run),

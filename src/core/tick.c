@@ -44,12 +44,18 @@ void evloop__drain_microtasks(evloop *loop)
     evloop__count(&loop->stats.microtasks_run, MICROTASK_BUDGET - budget);
 }
 
+/* After every task, the microtasks it queued; microtasks from other threads arrive at
+ * no particular moment, so they are looked for once per batch: that check reads shared
+ * queue words, the per-task one only the loop's own queue. */
 static void run_tasks(evloop *loop, const struct evloop__task *tasks, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         tasks[i].cb(tasks[i].arg);
-        evloop__drain_microtasks(loop);
+        if (!evloop__taskq_is_empty(&loop->micro))
+            evloop__drain_microtasks(loop);
     }
+    if (!evloop__ingress_is_empty(loop->remote_micro))
+        evloop__drain_microtasks(loop);
     evloop__count(&loop->stats.tasks_run, n);
 }
 
