@@ -162,6 +162,36 @@ static void test_readiness_gone_before_the_loop_collects_it_is_not_reported(void
         close(fds[i]);
 }
 
+/* io_uring re-checks a CQE queued while a task ran instead of reporting it: readiness that still
+ * holds when the loop collects it must come through that re-check. */
+static void test_readiness_queued_while_a_task_runs_and_still_true_is_reported(void **state)
+{
+    (void)state;
+    evloop *loop = bt_loop_new();
+    int p[2];
+    bt_pipe(p);
+    struct watch w = {.fd = p[0], .drain = true};
+    assert_int_equal(evloop_io_add(loop, p[0], EVLOOP_READABLE, watch_cb, &w), 0);
+    struct bt_runner r;
+    bt_runner_start(&r, loop);
+    wait_poller_sleep(loop, 0);
+    for (uint64_t i = 1; i <= 20; i++) {
+        struct gate g = {.fd = p[0]};
+        assert_int_equal(evloop_submit(loop, gate_task, &g), 0);
+        assert_true(bt_wait(gate_entered, &g));
+        bt_write_byte(p[1]);
+        assert_true(bt_wait(gate_polled, &g)); /* the loop thread has seen it: CQE posted */
+        atomic_store(&g.open, true);
+        assert_true(bt_wait_count(&w.calls, i));
+    }
+    assert_int_equal(atomic_load(&w.calls), 20); /* each byte once */
+    assert_int_equal(evloop_io_remove(loop, p[0]), 0);
+    bt_runner_stop(&r);
+    bt_loop_free(loop);
+    close(p[0]);
+    close(p[1]);
+}
+
 static void test_fds_added_and_modified_from_another_thread_reach_a_sleeping_loop(void **state)
 {
     (void)state;
@@ -338,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_fd_left_readable_is_reported_on_every_wait),
         cmocka_unit_test(test_fd_removed_with_its_readiness_collected_gets_no_callback),
         cmocka_unit_test(test_readiness_gone_before_the_loop_collects_it_is_not_reported),
+        cmocka_unit_test(test_readiness_queued_while_a_task_runs_and_still_true_is_reported),
         cmocka_unit_test(test_fds_added_and_modified_from_another_thread_reach_a_sleeping_loop),
         cmocka_unit_test(test_removed_fd_closed_at_once_really_closes),
         cmocka_unit_test(test_more_ready_fds_than_one_wait_reports_are_all_reported),
