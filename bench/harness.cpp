@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -131,6 +132,8 @@ static std::string config_tag(const bench_loop_config &c)
         tag += "budget" + std::to_string(c.batch_budget);
     if (c.spin_ns != -1)
         tag += (tag.empty() ? "" : "-") + std::string("spin") + std::to_string(c.spin_ns);
+    if (c.profile)
+        tag += (tag.empty() ? "" : "-") + std::string("tuned");
     return tag;
 }
 
@@ -167,22 +170,33 @@ static bool selected(const Target &t, const std::vector<std::string> &only)
     return false;
 }
 
-// "budget=64,spin=0" -> config; false when malformed.
+// "budget=64,spin=0" or "profile=FILE" -> config; false when malformed. The profile's path
+// is kept for the life of the process (the config points into it).
 static bool parse_config(const std::string &s, bench_loop_config *c)
 {
-    *c = bench_loop_config{nullptr, 0, -1};
+    static std::vector<std::unique_ptr<std::string>> paths;
+    *c = bench_loop_config{nullptr, 0, -1, nullptr};
     for (const std::string &kv : split(s, ',')) {
         size_t eq = kv.find('=');
         if (eq == std::string::npos)
             return false;
         std::string k = kv.substr(0, eq);
         long long v = std::atoll(kv.c_str() + eq + 1);
-        if (k == "budget")
+        if (k == "budget") {
             c->batch_budget = unsigned(v);
-        else if (k == "spin")
+        } else if (k == "spin") {
             c->spin_ns = v;
-        else
+        } else if (k == "profile" && eq + 1 < kv.size()) {
+            if (access(kv.c_str() + eq + 1, R_OK) != 0) {
+                std::fprintf(stderr, "evloop_bench: profile %s: %s\n", kv.c_str() + eq + 1,
+                             std::strerror(errno));
+                return false;
+            }
+            paths.push_back(std::make_unique<std::string>(kv.substr(eq + 1)));
+            c->profile = paths.back()->c_str();
+        } else {
             return false;
+        }
     }
     return true;
 }
@@ -195,8 +209,9 @@ void setup_targets(const char *evloop_backends)
     g_rotate = env_rot ? unsigned(std::atoi(env_rot)) : 0;
 
     // Extra fixed evloop settings, for comparing them with the adaptive defaults:
-    // EVLOOP_BENCH_EVLOOP_CONFIGS="budget=64;spin=0;budget=256,spin=20000".
-    std::vector<bench_loop_config> configs{bench_loop_config{nullptr, 0, -1}};
+    // EVLOOP_BENCH_EVLOOP_CONFIGS="budget=64;spin=0;budget=256,spin=20000;profile=FILE"
+    // (profile: a saved evloop_autotune profile; such targets are tagged "tuned").
+    std::vector<bench_loop_config> configs{bench_loop_config{nullptr, 0, -1, nullptr}};
     if (const char *env_cfg = std::getenv("EVLOOP_BENCH_EVLOOP_CONFIGS")) {
         for (const std::string &s : split(env_cfg, ';')) {
             bench_loop_config c;
@@ -222,7 +237,7 @@ void setup_targets(const char *evloop_backends)
     }
     for (const bench_system *sys : {&bench_system_libev, &bench_system_libuv,
                                     &bench_system_floor_spin, &bench_system_floor_futex})
-        all.push_back(make_target(sys, "", bench_loop_config{nullptr, 0, -1}));
+        all.push_back(make_target(sys, "", bench_loop_config{nullptr, 0, -1, nullptr}));
     for (const Target &t : all)
         if (selected(t, only))
             g_targets.push_back(t);

@@ -103,8 +103,9 @@ void set_signal_task(void *arg);
 struct Target {
     const bench_system *sys = nullptr;
     std::string backend; // "" = the system's own (non-evloop systems)
-    bench_loop_config cfg{nullptr, 0, -1};
-    std::string tag;  // "" for defaults, "budget64", "spin0", ... for fixed evloop settings
+    bench_loop_config cfg{nullptr, 0, -1, nullptr};
+    std::string tag;  // "" for defaults, "budget64", "spin0", "tuned" (a profile), ... for
+                      // fixed evloop settings
     std::string name; // "evloop-arena/epoll", "evloop-arena@budget64/epoll", "libuv", ...
     bool is_floor() const;
     bool is_evloop() const;

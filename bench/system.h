@@ -21,12 +21,14 @@ typedef void (*bench_io_cb)(void *arg, int fd, unsigned events);
 
 struct bench_loop; /* one running loop of one system; private to its adapter */
 
-/* What a loop is created with. Only evloop reads backend, budget and spin; the other
- * systems have one way to run. */
+/* What a loop is created with. Only evloop reads backend, budget, spin and profile; the
+ * other systems have one way to run. */
 struct bench_loop_config {
     const char *backend;   /* NULL = the system's default ("auto" for evloop) */
     unsigned batch_budget; /* evloop: external tasks per tick, 0 = adaptive */
     int64_t spin_ns;       /* evloop: spin before sleeping, -1 = adaptive, 0 = never */
+    const char *profile;   /* evloop: a saved profile (evloop_autotune) to start from;
+                              NULL = none, whatever $EVLOOP_PROFILE says */
 };
 
 /* Counters since the loop was created; the harness reports differences. */

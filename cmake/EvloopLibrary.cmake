@@ -21,6 +21,8 @@ set(EVLOOP_CORE_SOURCES
     src/core/io.c
     src/core/backend.c
     src/core/error.c
+    src/core/profile.c
+    src/core/autotune.c
     src/core/wake_${EVLOOP_WAKE}.c)
 
 set(EVLOOP_BACKENDS)

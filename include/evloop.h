@@ -46,6 +46,8 @@ typedef struct evloop_config {
     unsigned batch_budget; /* external tasks per tick; 0 = adaptive */
     int64_t spin_ns;       /* spin before sleeping; -1 = adaptive, 0 = never */
     bool auto_exit;        /* run() returns once no task, timer or fd is left */
+    const char *profile;   /* a saved evloop_profile to start from (see evloop_autotune);
+                              NULL: $EVLOOP_PROFILE if set and non-empty; "": none */
 } evloop_config;
 
 /* Counters of one loop, read with evloop_stats(). Counts are since evloop_new(). */
@@ -61,6 +63,7 @@ struct evloop_stats {
     uint64_t poller_wakes;      /* wake calls made by producers to a loop asleep in the poller */
     uint64_t spin_hits;         /* spins before sleeping that found work (no syscall either side) */
     uint64_t spin_misses;       /* spins that found nothing and went on to sleep */
+    uint64_t spin_preemptions;  /* spins that lost their CPU: spinning paused (oversubscribed) */
     uint64_t ingress_overflows; /* past the preallocated ingress: arena: tasks spilled to the
                                    overflow list; chunk: chunks allocated beyond the pool */
     unsigned batch_budget;      /* external tasks per tick now in force */
@@ -68,15 +71,20 @@ struct evloop_stats {
     const char *backend;        /* "epoll", "io_uring", "kqueue" */
     const char *ingress;        /* "arena" or "chunk" */
     const char *fallback;       /* why "auto" did not get its first choice; "" if it did */
+    bool profile_loaded;        /* evloop_new loaded a profile (config or $EVLOOP_PROFILE) */
 };
 
-/* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit.
- * Any thread. NULL is ignored. */
+/* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit,
+ * profile NULL. Any thread. NULL is ignored. */
 EVLOOP_API void evloop_config_init(evloop_config *cfg);
 
 /* Creates a loop. cfg may be NULL (the defaults of evloop_config_init). Any thread.
- * Returns 0 and sets *out, -EINVAL (NULL out, unknown backend name, spin_ns < -1),
- * -ENOTSUP (the named backend cannot start here), -ENOMEM, or another -errno of the poller. */
+ * A profile (cfg->profile, else $EVLOOP_PROFILE) sets what the config leaves adaptive: the
+ * starting spin window and its cap (spin_ns -1), the starting batch budget (batch_budget 0)
+ * and the backend tried first ("auto" with $EVLOOP_BACKEND unset; auto if it cannot start).
+ * Returns 0 and sets *out, -EINVAL (NULL out, unknown backend name, spin_ns < -1, a
+ * malformed profile), -ENOTSUP (the named backend cannot start here), -ENOMEM, the -errno
+ * of opening the profile (-ENOENT: no such file), or another -errno of the poller. */
 EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg);
 
 /* Frees a loop that is not running. If the loop was never run to its end, it is first
@@ -158,6 +166,66 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out);
 
 /* The loop's monotonic clock in ns (CLOCK_MONOTONIC), as timers use it. Any thread. */
 EVLOOP_API uint64_t evloop_now_ns(void);
+
+/* ---- autotuning: measure this machine once, save a profile, start loops from it ---- */
+
+#define EVLOOP_PROFILE_VERSION 1u
+/* Bytes evloop_profile_format() needs at most, the terminating NUL included. */
+#define EVLOOP_PROFILE_TEXT_MAX 1024
+
+/* What evloop_autotune() measured, and the starting settings it chose from that. Saved as
+ * text: a first line "# evloop profile", then one "key value" line per field (readiness_ns
+ * as readiness_epoll_ns, readiness_io_uring_ns, readiness_kqueue_ns). Loading ignores
+ * unknown keys and "#" lines; the measurements (wake_ns, handoff_ns, readiness_*) may be
+ * absent (0), every other key is required. */
+struct evloop_profile {
+    unsigned version;         /* EVLOOP_PROFILE_VERSION */
+    unsigned ncpu;            /* online CPUs when measured, >= 1 */
+    char backend[16];         /* fastest poller that opened: "epoll", "io_uring", "kqueue";
+                                 "auto": no preference */
+    int64_t spin_ns;          /* starting adaptive spin window, 0..spin_max_ns */
+    int64_t spin_max_ns;      /* cap of the adaptive spin window, 0..10 ms; 0 = never spin */
+    unsigned batch_budget;    /* starting adaptive batch budget, 1..1048576 (a loop rounds it
+                                 down to a power of two within its adaptive range 64..4096) */
+    uint64_t wake_ns;         /* median hand-off to a sleeping loop (futex wake path); 0 unknown */
+    uint64_t handoff_ns;      /* median hand-off to a spinning loop; 0 unknown */
+    uint64_t readiness_ns[3]; /* median fd round trip of epoll, io_uring, kqueue; 0 = not
+                                 available here */
+};
+
+struct evloop_autotune_options {
+    double max_seconds;    /* time limit of the calibration; 0 = the default, about 2 s */
+    const char *save_path; /* where to save the profile (evloop_profile_save); NULL: not saved */
+};
+
+/* Calibrates this machine: the cost of waking a sleeping loop and of handing a task to a
+ * spinning one (from which it picks the spin window by the ski-rental rule: spin at most
+ * as long as a wake costs, never on one CPU), the fastest fixed batch budget for a one-
+ * producer flood, and the fd round trip of every backend that starts here (the fastest
+ * wins). Runs its own loops on its own threads for at most about opt->max_seconds; opt may
+ * be NULL (the defaults). Any thread; it keeps the CPUs busy meanwhile. Fills *out, then
+ * saves it if opt->save_path is set. Returns 0, -EINVAL (NULL out, max_seconds negative,
+ * above 3600 or not a number), -ETIMEDOUT (a calibration loop did not answer within 5 s),
+ * the -errno of evloop_new or of creating a thread, or the -errno of the save (*out is
+ * filled then). A backend that fails its measurement just reads 0. */
+EVLOOP_API int evloop_autotune(struct evloop_profile *out,
+                               const struct evloop_autotune_options *opt);
+
+/* Saves *p at path, atomically (a temporary file beside it, then rename): a reader sees the
+ * old file or the new one, never a part. Any thread. Returns 0, -EINVAL (NULL argument, a
+ * field out of range or a wrong version), or the -errno of creating, writing or renaming. */
+EVLOOP_API int evloop_profile_save(const struct evloop_profile *p, const char *path);
+
+/* Loads the profile saved at path into *p (which is left untouched on failure). Any thread.
+ * Returns 0, -EINVAL (NULL argument, not a profile, a malformed number, a missing required
+ * key, a key given twice, a value out of range, a version other than
+ * EVLOOP_PROFILE_VERSION), or the -errno of opening or reading (-ENOENT: no such file). */
+EVLOOP_API int evloop_profile_load(struct evloop_profile *p, const char *path);
+
+/* Writes the text of *p (what evloop_profile_save puts in the file) into buf of size bytes,
+ * NUL-terminated; EVLOOP_PROFILE_TEXT_MAX always suffices. Any thread. Returns 0, -EINVAL
+ * (NULL argument, a field out of range), or -ENOSPC (buf too small; nothing useful in it). */
+EVLOOP_API int evloop_profile_format(const struct evloop_profile *p, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,8 @@ static int make_config(evloop_config *cfg, const struct bench_loop_config *bc)
         cfg->batch_budget = bc->batch_budget;
         cfg->spin_ns = bc->spin_ns;
     }
+    /* A figure names its profile or has none: $EVLOOP_PROFILE never changes it unseen. */
+    cfg->profile = bc && bc->profile ? bc->profile : "";
     return 0;
 }
 
@@ -44,6 +46,7 @@ static int probe(const char *backend)
     evloop_config cfg;
     evloop_config_init(&cfg);
     cfg.backend = backend;
+    cfg.profile = "";
     evloop *loop = NULL;
     int r = evloop_new(&loop, &cfg);
     if (r < 0)

@@ -2,11 +2,14 @@
  * read a loop's state. The tick itself is in tick.c. Shutdown (design.md): stop closes
  * the ingress queues, so a racing submit is either accepted and run or refused; run
  * keeps ticking until everything accepted has run, then releases timers and fds. */
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "loop.h"
+#include "profile.h"
 
 #define EXTERNAL_CAPACITY 4096
 #define SMALL_CAPACITY 256
@@ -14,12 +17,14 @@
 #define BUDGET_START 256
 #define SPIN_START_NS 20000
 #define SPIN_MAX_NS 50000
+#define PROFILE_BUDGET_MIN 64   /* the adaptive budget's range in tick.c (BUDGET_MIN/MAX): */
+#define PROFILE_BUDGET_MAX 4096 /* a profile's budget is fitted into it */
 
 EVLOOP_API void evloop_config_init(evloop_config *cfg)
 {
     if (cfg)
-        *cfg =
-            (evloop_config){.backend = NULL, .batch_budget = 0, .spin_ns = -1, .auto_exit = false};
+        *cfg = (evloop_config){
+            .backend = NULL, .batch_budget = 0, .spin_ns = -1, .auto_exit = false, .profile = NULL};
 }
 
 static void destroy(evloop *loop)
@@ -40,7 +45,64 @@ static void destroy(evloop *loop)
     free(loop);
 }
 
-static int create_parts(evloop *loop, const evloop_config *cfg)
+/* CPUs this process may run on: the affinity mask when it can be read (a process pinned
+ * to one CPU of a large machine must not spin), else the online count. */
+static long usable_cpus(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        return CPU_COUNT(&set);
+#endif
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static bool names_auto(const char *name)
+{
+    return !name || !*name || strcmp(name, "auto") == 0;
+}
+
+/* The profile evloop_new starts from: cfg->profile, else $EVLOOP_PROFILE ("" for either
+ * means none). Returns 0 with *loaded set or not, or the load's -errno. */
+static int load_profile(const evloop_config *cfg, struct evloop_profile *p, bool *loaded)
+{
+    *loaded = false;
+    const char *path = cfg->profile ? cfg->profile : getenv("EVLOOP_PROFILE");
+    if (!path || !*path)
+        return 0;
+    int r = evloop_profile_load(p, path);
+    *loaded = r == 0;
+    return r;
+}
+
+/* Opens the backend: the profile's first when the config says "auto" and $EVLOOP_BACKEND
+ * does not name one (an explicit choice always wins), then the config's rule. */
+static int open_backend(evloop *loop, const evloop_config *cfg, const struct evloop_profile *p)
+{
+    if (p && names_auto(cfg->backend) && names_auto(getenv("EVLOOP_BACKEND")) &&
+        !names_auto(p->backend)) {
+        int refused = evloop__backend_open(p->backend, &loop->sleep_word, &loop->backend,
+                                           &loop->backend_state, &loop->backend_caps,
+                                           loop->fallback, sizeof(loop->fallback));
+        if (refused == 0)
+            return 0;
+        int r = evloop__backend_open(NULL, &loop->sleep_word, &loop->backend, &loop->backend_state,
+                                     &loop->backend_caps, loop->fallback, sizeof(loop->fallback));
+        if (r == 0) {
+            char autos[sizeof(loop->fallback)];
+            memcpy(autos, loop->fallback, sizeof(autos));
+            int n = snprintf(loop->fallback, sizeof(loop->fallback), "profile's %s: %s%s%s",
+                             p->backend, strerror(-refused), autos[0] ? "; " : "", autos);
+            (void)n; /* a long reason is cut short: it is only read by people */
+        }
+        return r;
+    }
+    return evloop__backend_open(cfg->backend, &loop->sleep_word, &loop->backend,
+                                &loop->backend_state, &loop->backend_caps, loop->fallback,
+                                sizeof(loop->fallback));
+}
+
+static int create_parts(evloop *loop, const evloop_config *cfg, const struct evloop_profile *p)
 {
     int r;
     if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY)) < 0 ||
@@ -51,9 +113,31 @@ static int create_parts(evloop *loop, const evloop_config *cfg)
         (r = evloop__taskq_init(&loop->local_internal, LOCAL_CAPACITY)) < 0 ||
         (r = evloop__taskq_init(&loop->micro, LOCAL_CAPACITY)) < 0)
         return r;
-    return evloop__backend_open(cfg->backend, &loop->sleep_word, &loop->backend,
-                                &loop->backend_state, &loop->backend_caps, loop->fallback,
-                                sizeof(loop->fallback));
+    return open_backend(loop, cfg, p);
+}
+
+/* A profile's budget as the adaptive rule can use it: a power of two (it doubles and
+ * halves) within the adaptive range. */
+static unsigned fit_budget(unsigned b)
+{
+    unsigned fit = PROFILE_BUDGET_MIN;
+    while (fit * 2 <= b && fit * 2 <= PROFILE_BUDGET_MAX)
+        fit *= 2;
+    return fit;
+}
+
+/* Sets the adaptive starting points: the library's defaults, or the profile's. The config's
+ * fixed values (spin_ns >= 0, batch_budget > 0) win over both. */
+static void set_tuning(evloop *loop, const evloop_config *cfg, const struct evloop_profile *p)
+{
+    loop->budget_adaptive = cfg->batch_budget == 0;
+    unsigned budget = p ? fit_budget(p->batch_budget) : BUDGET_START;
+    atomic_init(&loop->budget, cfg->batch_budget ? cfg->batch_budget : budget);
+    loop->spin_adaptive = cfg->spin_ns < 0;
+    int64_t spin = p ? p->spin_ns : SPIN_START_NS;
+    atomic_init(&loop->spin_window, cfg->spin_ns < 0 ? spin : cfg->spin_ns);
+    loop->spin_max = p && loop->spin_adaptive ? p->spin_max_ns : SPIN_MAX_NS;
+    loop->profile_loaded = p != NULL;
 }
 
 EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
@@ -68,6 +152,12 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
     }
     if (cfg->spin_ns < -1)
         return -EINVAL;
+    struct evloop_profile profile;
+    bool loaded;
+    int r = load_profile(cfg, &profile, &loaded);
+    if (r < 0)
+        return r;
+    const struct evloop_profile *p = loaded ? &profile : NULL;
     evloop *loop = aligned_alloc(EVLOOP_CACHELINE, sizeof(*loop));
     if (!loop)
         return -ENOMEM;
@@ -78,17 +168,13 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
     atomic_init(&loop->next_deadline, UINT64_MAX);
     atomic_init(&loop->phase, EVLOOP_AWAKE);
     atomic_init(&loop->dispatch_fd, -1);
-    int r = create_parts(loop, cfg);
+    r = create_parts(loop, cfg, p);
     if (r < 0) {
         destroy(loop);
         return r;
     }
-    loop->budget_adaptive = cfg->batch_budget == 0;
-    atomic_init(&loop->budget, cfg->batch_budget ? cfg->batch_budget : BUDGET_START);
-    loop->spin_adaptive = cfg->spin_ns < 0;
-    atomic_init(&loop->spin_window, cfg->spin_ns < 0 ? SPIN_START_NS : cfg->spin_ns);
-    loop->spin_max = SPIN_MAX_NS;
-    loop->multi_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1;
+    set_tuning(loop, cfg, p);
+    loop->multi_cpu = usable_cpus() > 1;
     loop->auto_exit = cfg->auto_exit;
     *out = loop;
     return 0;
@@ -218,12 +304,14 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
         .poller_wakes = read_counter(&loop->poller_wakes),
         .spin_hits = read_counter(&c->spin_hits),
         .spin_misses = read_counter(&c->spin_misses),
+        .spin_preemptions = read_counter(&c->spin_preemptions),
         .ingress_overflows = evloop__ingress_overflows(loop->external),
         .batch_budget = atomic_load_explicit(&loop->budget, memory_order_relaxed),
         .spin_ns = atomic_load_explicit(&loop->spin_window, memory_order_relaxed),
         .backend = loop->backend->name,
         .ingress = evloop__ingress_name(),
         .fallback = loop->fallback,
+        .profile_loaded = loop->profile_loaded,
     };
     return 0;
 }

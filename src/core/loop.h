@@ -39,7 +39,7 @@ struct evloop__fd {
 
 struct evloop__stats_counters {
     _Atomic uint64_t tasks_run, microtasks_run, timers_fired, io_callbacks, ticks;
-    _Atomic uint64_t futex_sleeps, poller_sleeps, spin_hits, spin_misses;
+    _Atomic uint64_t futex_sleeps, poller_sleeps, spin_hits, spin_misses, spin_preemptions;
 };
 
 struct evloop {
@@ -84,7 +84,10 @@ struct evloop {
     int64_t spin_max;            /* ns; the adaptive window never grows past it */
     bool spin_adaptive;
     bool auto_exit;
-    bool multi_cpu;
+    bool multi_cpu;              /* this thread may run on more than one CPU */
+    uint64_t spin_paused_until;  /* clock ns; no spinning before it (the CPU was taken away) */
+    uint64_t spin_pause_ns;      /* length of the next such pause; doubles up to a second */
+    bool profile_loaded; /* evloop_new started from a profile (for evloop_stats) */
     struct evloop__stats_counters stats;
     char fallback[128];
 };

@@ -9,6 +9,9 @@
 #define BUDGET_MIN 64
 #define BUDGET_MAX 4096
 #define SPIN_MIN_NS 500
+#define SPIN_PREEMPTED_NS 100000  /* a gap this long inside a spin: the CPU was taken away */
+#define SPIN_PAUSE_MIN_NS 10000000 /* no spinning for 10 ms after that, */
+#define SPIN_PAUSE_MAX_NS 1000000000 /* doubling up to a second while it keeps happening */
 
 static bool microtasks_pending(evloop *loop)
 {
@@ -144,6 +147,19 @@ static void adapt_spin(evloop *loop, bool hit, int64_t slept_ns)
     atomic_store_explicit(&loop->spin_window, w, memory_order_relaxed);
 }
 
+/* The spin lost its CPU (a gap between two looks at the clock that only a preemption
+ * explains): the machine has more runnable threads than CPUs, where spinning only takes
+ * time from the thread that would submit. Spinning pauses, longer each time it happens
+ * again, and resumes on its own once the machine is quiet. */
+static void spin_preempted(evloop *loop, uint64_t now)
+{
+    loop->spin_pause_ns = loop->spin_pause_ns ? loop->spin_pause_ns * 2 : SPIN_PAUSE_MIN_NS;
+    if (loop->spin_pause_ns > SPIN_PAUSE_MAX_NS)
+        loop->spin_pause_ns = SPIN_PAUSE_MAX_NS;
+    loop->spin_paused_until = now + loop->spin_pause_ns;
+    evloop__count(&loop->stats.spin_preemptions, 1);
+}
+
 /* Spins up to the spin window (never past timeout_ns) watching the queues. Returns true
  * when something arrived: then neither side made a syscall. */
 static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
@@ -153,7 +169,10 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
         return false;
     if (timeout_ns >= 0 && timeout_ns < window)
         window = timeout_ns;
-    uint64_t end = evloop__clock_ns() + (uint64_t)window;
+    uint64_t last = evloop__clock_ns();
+    if (last < loop->spin_paused_until)
+        return false;
+    uint64_t end = last + (uint64_t)window;
     for (unsigned i = 1;; i++) {
         if (evloop__has_work(loop) || atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
             atomic_load_explicit(&loop->epoch, memory_order_relaxed) != epoch) {
@@ -162,9 +181,18 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
             return true;
         }
         evloop__cpu_relax();
-        if ((i & 31) == 0 && evloop__clock_ns() >= end)
-            break;
+        if ((i & 31) == 0) {
+            uint64_t now = evloop__clock_ns();
+            if (now - last > SPIN_PREEMPTED_NS) {
+                spin_preempted(loop, now);
+                return false;
+            }
+            last = now;
+            if (now >= end)
+                break;
+        }
     }
+    loop->spin_pause_ns = 0; /* a whole spin on its CPU: the machine has room again */
     evloop__count(&loop->stats.spin_misses, 1);
     adapt_spin(loop, false, -1);
     return false;

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 from ._common import Error, LoopClosedError, State, default_exception_handler
 from . import _arena, _chunk
@@ -33,6 +33,7 @@ __all__ = [
     "State",
     "backends",
     "variants",
+    "autotune",
     "default_exception_handler",
     "READABLE",
     "WRITABLE",
@@ -78,10 +79,28 @@ def backends() -> List[str]:
     return list(_backends_cache)
 
 
+_PathLike = Union[str, "os.PathLike[str]"]
+
+
+def autotune(max_seconds: float = 2.0, save: Optional[_PathLike] = None) -> Dict[str, Any]:
+    """Calibrates this machine (the C library's ``evloop_autotune``) in at most about
+    ``max_seconds`` (0: the default, about 2 s), with the GIL released, and returns the
+    profile as a dict with the keys of the profile file: ``version``, ``ncpu``,
+    ``backend`` (the fastest poller that started), ``spin_ns`` and ``spin_max_ns`` (the
+    spin window to start from and its cap; 0 = never spin), ``batch_budget``, ``wake_ns``
+    (hand-off to a sleeping loop), ``handoff_ns`` (to a spinning one),
+    ``readiness_epoll_ns``, ``readiness_io_uring_ns``, ``readiness_kqueue_ns`` (fd round
+    trip; 0 = not available). ``save``: a path to save the profile at, which
+    ``Loop(profile=...)`` or the ``EVLOOP_PROFILE`` environment variable then loads.
+    Raises ``ValueError`` for a bad ``max_seconds`` and ``evloop.Error`` when the
+    calibration or the save fails."""
+    return _arena.autotune(max_seconds, None if save is None else os.fspath(save))
+
+
 class Loop(metaclass=abc.ABCMeta):
     """An evloop event loop.
 
-    ``Loop(backend=None, variant=None, spin_ns=-1, batch_budget=0)``
+    ``Loop(backend=None, variant=None, spin_ns=-1, batch_budget=0, profile=None)``
 
     - backend: ``None``/``"auto"`` (the best that starts here, or ``$EVLOOP_BACKEND``),
       ``"epoll"``, ``"io_uring"`` or ``"kqueue"``. One that cannot start raises
@@ -90,6 +109,11 @@ class Loop(metaclass=abc.ABCMeta):
       chunk pool); ``None`` means ``$EVLOOP_VARIANT`` or ``"arena"``.
     - spin_ns: how long the loop spins before sleeping: -1 adaptive, 0 never, else ns.
     - batch_budget: external tasks run per tick: 0 adaptive, else a fixed count.
+    - profile: a profile saved by ``evloop.autotune(save=...)`` (or the ``evloop_autotune``
+      tool) to start from: it sets the starting spin window and its cap, the starting
+      batch budget and the backend tried first, wherever the arguments above leave them
+      adaptive or "auto". ``None`` means ``$EVLOOP_PROFILE`` if set, ``""`` no profile. A
+      missing or malformed file raises ``evloop.Error`` (``ENOENT``, ``EINVAL``).
 
     The object returned is an instance of ``evloop._arena.Loop`` or
     ``evloop._chunk.Loop``; ``isinstance(obj, evloop.Loop)`` holds for both.
@@ -112,9 +136,11 @@ class Loop(metaclass=abc.ABCMeta):
         variant: Optional[str] = None,
         spin_ns: int = -1,
         batch_budget: int = 0,
+        profile: Optional[_PathLike] = None,
     ) -> "Loop":
         mod = _module(variant)
-        return mod.Loop(backend, mod.VARIANT, spin_ns, batch_budget)
+        path = None if profile is None else os.fspath(profile)
+        return mod.Loop(backend, mod.VARIANT, spin_ns, batch_budget, path)
 
 
 class TimerHandle(metaclass=abc.ABCMeta):

@@ -1,6 +1,7 @@
 """Type stubs for evloop (the package's public API)."""
 
 import enum
+import os
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Protocol, Type, Union
 
@@ -38,6 +39,12 @@ def backends() -> List[str]:
 def variants() -> List[str]:
     """The ingress variants in this package: ["arena", "chunk"]."""
 
+_PathLike = Union[str, "os.PathLike[str]"]
+
+def autotune(max_seconds: float = 2.0, save: Optional[_PathLike] = None) -> Dict[str, Any]:
+    """Calibrates this machine (evloop_autotune) and returns the profile as a dict with the
+    keys of the profile file; saves it at save if given."""
+
 class TimerHandle:
     """A timer started by Loop.call_later or Loop.call_every."""
 
@@ -64,6 +71,7 @@ class Loop:
         variant: Optional[str] = None,
         spin_ns: int = -1,
         batch_budget: int = 0,
+        profile: Optional[_PathLike] = None,
     ) -> "Loop": ...
     def submit(self, fn: Callable[..., object], *args: Any) -> None:
         """Queues fn(*args) to run on the loop thread. Any thread."""

@@ -1,7 +1,7 @@
 """Type stubs for evloop._arena and evloop._chunk (one extension source, two variants).
 Use the evloop package; these modules are its implementation."""
 
-from typing import List
+from typing import Any, Dict, List, Optional
 
 from . import Loop as Loop, TimerHandle as TimerHandle
 
@@ -17,6 +17,8 @@ def strerror(err: int) -> str:
     """evloop_strerror(err)."""
 def now_ns() -> int:
     """The loop's monotonic clock in ns."""
+def autotune(max_seconds: float = 2.0, save: Optional[str] = None) -> Dict[str, Any]:
+    """evloop_autotune: calibrates this machine; the profile as a dict."""
 def _set_lazy_gil(on: bool) -> None: ...
 
 # evloop.bench's kernels (present when built with bench/; see evloop.bench.run)

@@ -31,6 +31,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -76,6 +78,18 @@ constexpr uint64_t kSignalCheckNs = 50 * 1000 * 1000;
     PyObject *args = Py_BuildValue("(is)", -err, msg.c_str());
     if (args) {
         PyErr_SetObject(cls, args);
+        Py_DECREF(args);
+    }
+    throw py::error_already_set();
+}
+
+// A profile file's error: the file's own message (evloop_strerror speaks of loops).
+[[noreturn]] void throw_profile_errno(int err, const std::string &what)
+{
+    std::string msg = err == -EINVAL ? "not a valid evloop profile" : std::strerror(-err);
+    PyObject *args = Py_BuildValue("(is)", -err, (what + ": " + msg).c_str());
+    if (args) {
+        PyErr_SetObject(g_error, args);
         Py_DECREF(args);
     }
     throw py::error_already_set();
@@ -281,7 +295,8 @@ uint64_t seconds_to_ns(double s, const char *what)
 
 class PyLoop {
 public:
-    PyLoop(py::object backend, py::object variant, int64_t spin_ns, long long batch_budget)
+    PyLoop(py::object backend, py::object variant, int64_t spin_ns, long long batch_budget,
+           py::object profile)
     {
         if (!variant.is_none() && py::str(variant).cast<std::string>() != EVLOOP_PY_VARIANT)
             throw py::value_error("this module is the '" EVLOOP_PY_VARIANT
@@ -299,7 +314,18 @@ public:
         }
         cfg.spin_ns = spin_ns;
         cfg.batch_budget = (unsigned)batch_budget;
-        int r = evloop_new(&loop_, &cfg);
+        std::string profile_path;
+        if (!profile.is_none()) {
+            profile_path = py::str(profile).cast<std::string>();
+            cfg.profile = profile_path.c_str();
+        }
+        // A bad profile is reported as such (evloop_new would only say EINVAL or ENOENT).
+        const char *in_use = cfg.profile ? cfg.profile : std::getenv("EVLOOP_PROFILE");
+        evloop_profile check;
+        int r = in_use && *in_use ? evloop_profile_load(&check, in_use) : 0;
+        if (r < 0)
+            throw_profile_errno(r, "profile '" + std::string(in_use) + "'");
+        r = evloop_new(&loop_, &cfg);
         if (r < 0)
             throw_errno(r, name.empty() ? "evloop_new" : ("backend '" + name + "'").c_str());
         backend_ = evloop_backend(loop_);
@@ -560,6 +586,7 @@ public:
         d["backend"] = s.backend ? s.backend : "";
         d["ingress"] = s.ingress ? s.ingress : "";
         d["fallback"] = s.fallback ? s.fallback : "";
+        d["profile_loaded"] = s.profile_loaded;
         d["py_internal_tasks"] = internal;
         d["py_signal_checks"] = checks;
         return d;
@@ -949,6 +976,47 @@ std::vector<std::string> compiled_backends()
     return out;
 }
 
+// A profile as a dict with the keys of its file.
+py::dict profile_dict(const evloop_profile &p)
+{
+    py::dict d;
+    d["version"] = p.version;
+    d["ncpu"] = p.ncpu;
+    d["backend"] = std::string(p.backend);
+    d["spin_ns"] = p.spin_ns;
+    d["spin_max_ns"] = p.spin_max_ns;
+    d["batch_budget"] = p.batch_budget;
+    d["wake_ns"] = p.wake_ns;
+    d["handoff_ns"] = p.handoff_ns;
+    d["readiness_epoll_ns"] = p.readiness_ns[0];
+    d["readiness_io_uring_ns"] = p.readiness_ns[1];
+    d["readiness_kqueue_ns"] = p.readiness_ns[2];
+    return d;
+}
+
+py::dict autotune(double max_seconds, py::object save)
+{
+    if (std::isnan(max_seconds) || max_seconds < 0 || max_seconds > 3600)
+        throw py::value_error("max_seconds must be between 0 (the default, about 2 s) and 3600");
+    std::string path;
+    evloop_autotune_options opt{max_seconds, nullptr};
+    if (!save.is_none()) {
+        path = py::str(save).cast<std::string>();
+        opt.save_path = path.c_str();
+    }
+    evloop_profile p{};
+    int r;
+    {
+        py::gil_scoped_release nogil;
+        r = evloop_autotune(&p, &opt);
+    }
+    if (r < 0 && p.version)
+        throw_profile_errno(r, "saving the profile to '" + path + "'");
+    if (r < 0)
+        throw_errno(r, "evloop_autotune");
+    return profile_dict(p);
+}
+
 int probe_backend(const std::string &name)
 {
     evloop_config cfg;
@@ -991,6 +1059,9 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
           "0 when a loop with this backend starts here, else the negative errno.");
     m.def("strerror", [](int err) { return std::string(evloop_strerror(err)); }, py::arg("err"),
           "evloop_strerror(err): the message for 0 or a negative errno.");
+    m.def("autotune", &autotune, py::arg("max_seconds") = 2.0, py::arg("save") = py::none(),
+          "Calibrates this machine (evloop_autotune) in at most about max_seconds, with the\n"
+          "GIL released; saves the profile at save (a path) if given. Returns the profile.");
     m.def("now_ns", []() { return evloop_now_ns(); },
           "The loop's monotonic clock (CLOCK_MONOTONIC) in ns.");
     m.def("_set_lazy_gil", [](bool on) { g_lazy_gil = on; }, py::arg("on"),
@@ -1016,9 +1087,10 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     py::class_<PyLoop>(m, "Loop", py::module_local(),
                        "An evloop event loop (" EVLOOP_PY_VARIANT
                        " ingress variant). Create it with evloop.Loop(...).")
-        .def(py::init<py::object, py::object, int64_t, long long>(), py::arg("backend") = py::none(),
-             py::arg("variant") = py::none(), py::arg("spin_ns") = -1,
-             py::arg("batch_budget") = 0)
+        .def(py::init<py::object, py::object, int64_t, long long, py::object>(),
+             py::arg("backend") = py::none(), py::arg("variant") = py::none(),
+             py::arg("spin_ns") = -1, py::arg("batch_budget") = 0,
+             py::arg("profile") = py::none())
         .def("submit", &PyLoop::submit, py::arg("fn"),
              "submit(fn, *args): queues fn(*args) to run on the loop thread. Any thread.\n"
              "Tasks from one thread run in the order submitted; a task submitted from a\n"
@@ -1075,9 +1147,10 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
              "The loop's counters as a dict (evloop_stats): tasks_run, microtasks_run,\n"
              "timers_fired, io_callbacks, ticks, futex_sleeps/futex_wakes,\n"
              "poller_sleeps/poller_wakes, spin_hits/spin_misses, ingress_overflows,\n"
-             "batch_budget, spin_ns, backend, ingress, fallback; plus py_internal_tasks and\n"
-             "py_signal_checks (the bindings' own tasks and timer runs, already subtracted\n"
-             "from tasks_run and timers_fired; they do count in ticks and sleeps).")
+             "batch_budget, spin_ns, backend, ingress, fallback, profile_loaded; plus\n"
+             "py_internal_tasks and py_signal_checks (the bindings' own tasks and timer runs,\n"
+             "already subtracted from tasks_run and timers_fired; they do count in ticks and\n"
+             "sleeps).")
         .def_property_readonly("state", &PyLoop::state,
                                "The loop's state now, an evloop.State (a str enum).")
         .def_property_readonly("backend", &PyLoop::backend,

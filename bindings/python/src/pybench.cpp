@@ -163,7 +163,7 @@ struct alignas(64) Countdown {
 struct Target {
     const bench_system *sys;
     std::string backend; // "" = the system's default
-    bench_loop_config cfg{nullptr, 0, -1};
+    bench_loop_config cfg{nullptr, 0, -1, nullptr};
 };
 
 struct Snapshot {
@@ -659,7 +659,7 @@ py::dict run_py(const std::string &family, const std::string &system, const std:
         throw py::value_error("unknown system '" + system + "' in this module");
     if (spin_ns < -1)
         throw py::value_error("spin_ns must be >= -1");
-    Target t{sys, backend, bench_loop_config{nullptr, batch_budget, spin_ns}};
+    Target t{sys, backend, bench_loop_config{nullptr, batch_budget, spin_ns, nullptr}};
     Params p;
     p.shape = shape;
     p.producers = producers;

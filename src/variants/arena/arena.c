@@ -190,9 +190,11 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
             atomic_thread_fence(memory_order_acquire);
             return -ESHUTDOWN;
         }
-        /* relaxed: a producer sees its own spill (coherence); others may go to the ring
+        /* acquire: pairs with the seq_cst clear in take_overflow(), which reads tail
+         * first, so a producer back on the ring after a spill claims past that take's
+         * boundary. A producer sees its own spill (coherence); others may go to the ring
          * until they see it, which keeps their order too. */
-        if (atomic_load_explicit(&q->spill, memory_order_relaxed))
+        if (atomic_load_explicit(&q->spill, memory_order_acquire))
             return overflow_push(q, cb, arg);
         if (room_left(q, pos) > 0) {
             /* seq_cst: the claim is the push's Dekker write; pairs with the seq_cst load

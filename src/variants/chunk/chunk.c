@@ -25,10 +25,12 @@ struct chunk {
 
 struct evloop__ingress {
     alignas(EVLOOP_CACHELINE) pthread_mutex_t mu;
-    struct chunk *head, *tail, *pool;         /* under mu */
-    bool closed;                              /* under mu */
-    _Atomic uint64_t pushed;                  /* written under mu */
-    alignas(EVLOOP_CACHELINE) uint64_t taken; /* consumer only from here on */
+    struct chunk *head, *tail, *pool; /* under mu */
+    bool closed;                      /* under mu */
+    /* Its own line: the consumer polls it, and must not pull the mutex's line away from
+     * a producer each time it looks. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint64_t pushed; /* written under mu */
+    alignas(EVLOOP_CACHELINE) uint64_t taken;          /* consumer only from here on */
     struct chunk *cur;                        /* the list taken last, oldest first */
     uint32_t cur_pos;
     struct chunk *spare; /* emptied chunks, returned to the pool at the next take */

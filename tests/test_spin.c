@@ -1,0 +1,138 @@
+/* The spin before sleeping must never make a crowded machine slower: a loop that may run
+ * on one CPU only never spins, and a loop whose spin loses its CPU to another runnable
+ * thread stops spinning for a while (spin_preemptions in the stats). */
+#include "test_util.h"
+
+#include <sched.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_us(long us)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static bool pin_to_cpu0(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+/* Submits n tasks one at a time, each after the previous ran and a pause of gap_us: a
+ * loop with a spin window sees every task arrive while it spins or sleeps. */
+static void trickle(evloop *loop, int n, long gap_us)
+{
+    test_counter ran = 0;
+    for (int i = 0; i < n; i++) {
+        assert_rc(evloop_submit(loop, test_count_task, &ran), 0);
+        assert_true(wait_for_count(&ran, (uint64_t)i + 1));
+        sleep_us(gap_us);
+    }
+}
+
+static struct evloop_stats stats_of(const evloop *loop)
+{
+    struct evloop_stats st;
+    assert_rc(evloop_stats(loop, &st), 0);
+    return st;
+}
+
+static void test_a_loop_confined_to_one_cpu_never_spins(void **state)
+{
+    (void)state;
+    cpu_set_t saved;
+    assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+    if (!pin_to_cpu0())
+        skip();
+    evloop *loop = test_loop_new(NULL); /* adaptive spin: the default */
+    struct test_runner r;
+    test_runner_start(&r, loop); /* the loop thread inherits the one-CPU mask */
+    trickle(loop, 50, 20);
+    test_runner_stop(&r);
+    struct evloop_stats st = stats_of(loop);
+    assert_int_equal(sched_setaffinity(0, sizeof(saved), &saved), 0);
+    assert_int_equal(st.spin_hits + st.spin_misses + st.spin_preemptions, 0);
+    assert_true(st.tasks_run >= 50);
+    test_loop_free(loop);
+}
+
+/* ---- oversubscribed: the loop thread shares its CPU with a thread that never sleeps ---- */
+
+struct burner {
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_bool pinned;
+};
+
+static void *burn(void *arg)
+{
+    struct burner *b = arg;
+    atomic_store(&b->pinned, pin_to_cpu0());
+    while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+static void pin_loop_thread(void *arg)
+{
+    atomic_store((atomic_bool *)arg, pin_to_cpu0());
+}
+
+static void test_a_spin_that_loses_its_cpu_pauses_spinning(void **state)
+{
+    (void)state;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 2)
+        skip(); /* one CPU: the loop never spins at all (the test above) */
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.spin_ns = 5000000; /* 5 ms: longer than a scheduler slice, so a spin gets preempted */
+    evloop *loop = test_loop_new(&cfg);
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    atomic_bool loop_pinned = false;
+    test_counter ran = 0;
+    assert_rc(evloop_submit(loop, pin_loop_thread, &loop_pinned), 0);
+    assert_rc(evloop_submit(loop, test_count_task, &ran), 0);
+    assert_true(wait_for_count(&ran, 1));
+    struct burner b = {0};
+    assert_int_equal(pthread_create(&b.thread, NULL, burn, &b), 0);
+    /* Up to 2 s of tasks 1 ms apart: each ends in a spin on the shared CPU. */
+    struct evloop_stats st = stats_of(loop);
+    for (int i = 0; i < 2000 && st.spin_preemptions == 0; i++) {
+        trickle(loop, 1, 1000);
+        st = stats_of(loop);
+    }
+    uint64_t spins_at_preemption = st.spin_hits + st.spin_misses;
+    /* Right after a preemption spinning pauses (10 ms at least): these tasks find the
+     * loop asleep, not spinning. */
+    trickle(loop, 3, 500);
+    struct evloop_stats after = stats_of(loop);
+    atomic_store(&b.stop, true);
+    assert_int_equal(pthread_join(b.thread, NULL), 0);
+    test_runner_stop(&r);
+    if (!atomic_load(&loop_pinned) || !atomic_load(&b.pinned)) {
+        test_loop_free(loop);
+        skip(); /* no affinity control here (a container may refuse it) */
+    }
+    print_message("# spin preemptions %llu, spins %llu then %llu\n",
+                  (unsigned long long)after.spin_preemptions,
+                  (unsigned long long)spins_at_preemption,
+                  (unsigned long long)(after.spin_hits + after.spin_misses));
+    assert_true(after.spin_preemptions >= 1);
+    assert_true(after.spin_hits + after.spin_misses - spins_at_preemption <= 1);
+    test_loop_free(loop);
+}
+
+int main(void)
+{
+    test_require_backend();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_loop_confined_to_one_cpu_never_spins),
+        cmocka_unit_test(test_a_spin_that_loses_its_cpu_pauses_spinning),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
