@@ -3,10 +3,11 @@
 # needs (apt-get, through sudo when not root), builds Release with both ingress variants
 # and the bench, then runs bench/tournament.py (>= 3 rounds, report in bench/results/).
 #
-#   bench/run_tournament.sh                       full run (about 10-15 minutes on 2 cores)
-#   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run (about a minute)
+#   bench/run_tournament.sh                       full run (about 15 minutes on 2 quiet cores)
+#   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run (about two minutes)
 #
-# Further arguments go to tournament.py (--rounds N, --min-time S, --filter RE, --out DIR).
+# Further arguments go to tournament.py (--rounds N, --min-time S, --filter RE, --out DIR,
+# --sweep full|lite|none, --no-tuned).
 # EVLOOP_BENCH_BUILD_DIR picks the build folder (default build-bench at the top).
 set -eu
 
@@ -36,6 +37,10 @@ fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DEVLOOP_BUILD_BENCH=ON \
       -DEVLOOP_BUILD_TESTS=OFF
 cmake --build "$BUILD" -j"$(nproc)" --target evloop_bench
+# The calibration CLI for the tournament's tuned column; without it the tournament runs
+# on with a warning and no tuned column.
+cmake --build "$BUILD" -j"$(nproc)" --target evloop_autotune ||
+    echo "run_tournament: evloop_autotune did not build; the report will have no tuned column"
 
 # Debian's python3-matplotlib belongs to the system interpreter; a python3 earlier in PATH
 # (pyenv, a venv) may not see it.

@@ -14,6 +14,11 @@ loop, would set the figures). Writes into the results folder: round-N/<Family>.j
 spreads, ratios), report.md, and plots/*.png when matplotlib is importable. Prints the
 ratio table at the end.
 
+Beside the adaptive defaults, the hand-off families also run evloop at fixed settings (the
+sweep, --sweep) and seeded by a calibration profile (the tuned column: evloop_autotune runs
+once before round 1), in the same process and round as the adaptive columns; the report
+compares them, and opens with issue 5's targets, met or missed.
+
 Python 3.11 standard library only; matplotlib is optional (Debian: python3-matplotlib).
 Usually started by bench/run_tournament.sh, which also installs and builds.
 """
@@ -33,8 +38,59 @@ NAME_SUFFIX = re.compile(r"/(min_time:[0-9.]+|manual_time|real_time|iterations:\
 BASELINES = ["libuv", "libev"]
 FLOORS = ["floor-spin", "floor-futex"]
 
-QUICK = {"rounds": 3, "min_time": 0.01}
-FULL = {"rounds": 3, "min_time": 0.15}
+QUICK = {"rounds": 3, "min_time": 0.01, "sweep": "lite", "autotune_s": 0.5}
+FULL = {"rounds": 3, "min_time": 0.15, "sweep": "full", "autotune_s": 2.0}
+
+# The sweep: fixed evloop settings run beside the adaptive defaults, one knob at a time
+# (the other stays adaptive), on one backend (the knobs live above the poller), in the
+# families where the knobs matter: every hand-off family, and IdleCost (a fixed spin costs
+# idle CPU). MicroBatchBudget sweeps budgets itself; MicroCASContention measures the
+# producers' side only.
+SWEEPS = {
+    "full": ["spin=0", "spin=5000", "spin=20000", "spin=50000",
+             "budget=64", "budget=256", "budget=1024", "budget=4096"],
+    "lite": ["spin=0", "spin=50000", "budget=64", "budget=4096"],
+    "none": [],
+}
+SWEEP_FAMILIES = ("AllocPressure", "BurstSubmit", "IdleCost", "InternalPriority",
+                  "MicroWakeupSyscall", "MicrotaskRoundTrip", "MultiProducer",
+                  "MultiProducerContention", "PingPong", "PingPongLatency",
+                  "ReadinessRoundTrip", "SubmitInternalChain", "Timers")
+SWEEP_BACKEND = "epoll"
+TUNED_TAG = "tuned"  # the harness tags a profile=PATH target "@tuned"
+PASS_BAR = 1.10      # issue 5: the adaptive default within 10% of the best fixed setting
+# IdleCost figures sit near 0, where "within 10%" means nothing: there the adaptive default
+# passes when it burns at most this many more points of a core than the best fixed setting.
+IDLE_TIE_PT = 0.2
+
+# Issue 5's targets: (label, row, metric, kind, bar, baseline). kind "ratio": evloop's
+# median / the baseline's <= bar; "backend": the io_uring column / the same variant's epoll
+# column <= bar; "absolute": evloop's median itself <= bar.
+TARGETS = [
+    ("PingPongLatency hot, vs libuv", "PingPongLatency/hot", "ns_per_op", "ratio", 0.25,
+     "libuv"),
+    ("PingPongLatency hot, vs libev", "PingPongLatency/hot", "ns_per_op", "ratio", 0.25,
+     "libev"),
+    ("PingPongLatency blocking, vs libuv", "PingPongLatency/blocking", "ns_per_op", "ratio",
+     0.10, "libuv"),
+    ("PingPongLatency blocking, vs libev", "PingPongLatency/blocking", "ns_per_op", "ratio",
+     0.10, "libev"),
+    ("PingPongLatency cold, vs libuv", "PingPongLatency/cold", "ns_per_op", "ratio", 1.0,
+     "libuv"),
+    ("PingPong (flood), vs libuv", "PingPong", "ns_per_op", "ratio", 0.8, "libuv"),
+    ("MultiProducer (10 producers), vs libuv", "MultiProducer", "ns_per_op", "ratio", 0.8,
+     "libuv"),
+    ("BurstSubmit (1000), vs libuv", "BurstSubmit", "ns_per_op", "ratio", 0.8, "libuv"),
+    ("ReadinessRoundTrip, vs libuv", "ReadinessRoundTrip", "ns_per_op", "ratio", 1.0,
+     "libuv"),
+    ("ReadinessRoundTrip, io_uring vs epoll", "ReadinessRoundTrip", "ns_per_op", "backend",
+     1.0, None),
+    ("Timers/million, vs libuv", "Timers/million", "ns_per_op", "ratio", 0.7, "libuv"),
+    ("IdleCost, % of a core 10-60 ms after work", "IdleCost", "idle_cpu_pct", "absolute",
+     2.0, None),
+    ("AllocsPerSubmit, heap allocations per submit", "AllocsPerSubmit", "allocs_per_op",
+     "absolute", 0.0, None),
+]
 
 
 # ---------------------------------------------------------------- names and metrics
@@ -59,6 +115,20 @@ def is_tagged(col):
     return "@" in col
 
 
+def tag_of(col):
+    """'evloop-arena@budget64/epoll' -> 'budget64'; '' when untagged."""
+    system = col.split("/", 1)[0]
+    return system.split("@", 1)[1] if "@" in system else ""
+
+
+def is_tuned(col):
+    return tag_of(col) == TUNED_TAG
+
+
+def is_fixed(col):
+    return is_evloop(col) and is_tagged(col) and not is_tuned(col)
+
+
 def untagged(col):
     """'evloop-arena@budget64/epoll' -> 'evloop-arena/epoll'."""
     system, _, backend = col.partition("/")
@@ -77,6 +147,8 @@ def metrics_for(row, cols):
                 ("idle_cpu_pct_first10ms", "% core, first 10 ms")]
     if row == "Timers/lateness":
         return [("late_p50_ns", "lateness p50 ns"), ("late_p99_ns", "lateness p99 ns")]
+    if family == "AllocsPerSubmit":
+        return [("allocs_per_op", "allocs/submit")]
     out = [("ns_per_op", "ns/op")]
     if family == "InternalPriority":
         out.append(("externals_first", "externals run first"))
@@ -87,13 +159,39 @@ def metrics_for(row, cols):
 
 # ---------------------------------------------------------------- running
 
-def list_tests(bench, flt, min_time):
+def list_tests(bench, flt, min_time, env_extra=None):
     # The same min time as the runs: google-benchmark puts it into some names.
     cmd = [bench, "--benchmark_list_tests=true", f"--benchmark_min_time={min_time}"]
     if flt:
         cmd.append("--benchmark_filter=" + flt)
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    env = dict(os.environ, **(env_extra or {}))
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     return [line for line in out.splitlines() if line.strip()]
+
+
+def evloop_configs_env(extra):
+    """The EVLOOP_BENCH_EVLOOP_CONFIGS that adds extra to what the user set, if any."""
+    cfgs = [c for c in os.environ.get("EVLOOP_BENCH_EVLOOP_CONFIGS", "").split(";") if c]
+    return {"EVLOOP_BENCH_EVLOOP_CONFIGS": ";".join(cfgs + extra)} if extra else {}
+
+
+def plan_families(bench, flt, min_time, sweep_configs, backend):
+    """{family: (test names, environment to add, whether the filter must name the tests)}
+    in the order the binary runs them. The sweep families run with sweep_configs (fixed
+    settings, the profile) as well; what those add is kept on backend only."""
+    plain = families_of(list_tests(bench, flt, min_time))
+    env = evloop_configs_env(sweep_configs)
+    swept = families_of(list_tests(bench, flt, min_time, env)) if env else {}
+    plan = {}
+    for family, names in plain.items():
+        if family in SWEEP_FAMILIES and family in swept:
+            base = set(names)
+            keep = [n for n in swept[family]
+                    if n in base or parse_name(n)[2].endswith("/" + backend)]
+            plan[family] = (keep, env, bool(flt) or len(keep) != len(swept[family]))
+        else:
+            plan[family] = (names, {}, bool(flt))
+    return plan
 
 
 def families_of(tests):
@@ -104,10 +202,11 @@ def families_of(tests):
     return out
 
 
-def family_regex(family, names, flt):
+def family_regex(family, names, enumerate_names):
     """The --benchmark_filter for one family. google-benchmark's regexes are POSIX
-    extended (no lookahead), so a user filter is applied by naming the tests it kept."""
-    if not flt:
+    extended (no lookahead), so a user filter, or the sweep's backend, is applied by
+    naming the tests kept."""
+    if not enumerate_names:
         return f"^{family}/"
     ere = re.compile(r"([.\[\]()*+?{}|^$\\])")
     return "^(" + "|".join(ere.sub(r"\\\1", n) for n in names) + ")$"
@@ -124,7 +223,7 @@ class Progress:
               flush=True)
 
 
-def run_family(bench, family, regex, rnd, min_time, rdir, progress):
+def run_family(bench, family, regex, rnd, min_time, rdir, progress, env_extra):
     """Runs one family in its own process; returns (json path or None, cores other
     processes used meanwhile, benchmarks run)."""
     json_path = os.path.join(rdir, f"{family}.json")
@@ -132,7 +231,7 @@ def run_family(bench, family, regex, rnd, min_time, rdir, progress):
     cmd = [bench, f"--benchmark_min_time={min_time}", f"--benchmark_out={json_path}",
            "--benchmark_out_format=json", "--benchmark_format=console",
            "--benchmark_color=false", "--benchmark_filter=" + regex]
-    env = dict(os.environ, EVLOOP_BENCH_ROTATE=str(rnd - 1))
+    env = dict(os.environ, EVLOOP_BENCH_ROTATE=str(rnd - 1), **env_extra)
     started = time.monotonic()
     busy0, ours0 = cpu_busy_seconds(), children_cpu_seconds()
     ns_re = re.compile(r"ns_per_op=(\S+)")
@@ -163,20 +262,21 @@ def run_family(bench, family, regex, rnd, min_time, rdir, progress):
     return (json_path if os.path.exists(json_path) else None), max(others, 0.0), count
 
 
-def run_round(bench, rnd, families, min_time, flt, outdir, progress, quiet_wait, retries):
+def run_round(bench, rnd, plan, min_time, outdir, progress, quiet_wait, retries):
     """One round: every family in turn, each in a fresh process. A family during which
     other processes used more than BUSY cores is run again (up to retries times): on a
     2-core machine their load, not the loop, would set its figures."""
     rdir = os.path.join(outdir, f"round-{rnd}")
     os.makedirs(rdir, exist_ok=True)
     paths, loads = [], []
-    for family, names in families.items():
-        regex = family_regex(family, names, flt)
+    for family, (names, env_extra, enumerate_names) in plan.items():
+        regex = family_regex(family, names, enumerate_names)
         for attempt in range(retries + 1):
             wait_for_quiet(quiet_wait)
             before = progress.done
             since = time.monotonic()
-            path, others, _ = run_family(bench, family, regex, rnd, min_time, rdir, progress)
+            path, others, _ = run_family(bench, family, regex, rnd, min_time, rdir, progress,
+                                         env_extra)
             if attempt > 0:
                 PATIENCE.spend(since)
             if others <= BUSY or attempt == retries or PATIENCE.left <= 0:
@@ -298,6 +398,8 @@ def spread(vals):
 
 # Below these, a figure is noise-level on every system and a ratio would only amplify it.
 NEGLIGIBLE = {"idle_cpu_pct": 0.1, "idle_cpu_pct_first10ms": 0.1}
+# Judged on their own (the target is 0), never as a ratio to a baseline.
+ABSOLUTE = ("allocs_per_op",)
 
 
 def ratio(a, b, metric=None):
@@ -322,7 +424,7 @@ def summarize(data):
             spr = {c: spread(cols[c].get(metric, [])) for c in med}
             ratios = {}
             for c in med:
-                if not is_evloop(c):
+                if not is_evloop(c) or metric in ABSOLUTE:
                     continue
                 ratios[c] = {base: ratio(med[c], med.get(base), metric)
                              for base in BASELINES + FLOORS if base in med}
@@ -337,6 +439,8 @@ def fmt(v):
     if v is None:
         return "-"
     a = abs(v)
+    if 0 < a < 0.005:
+        return f"{v:.1e}"  # rare events per op (an allocation in 10^5 submits) stay visible
     if a >= 1e6:
         return f"{v / 1e6:.2f}M"
     if a >= 1e4:
@@ -348,8 +452,14 @@ def fmt(v):
     return f"{v:.2f}"
 
 
-def fmt_ratio(r):
-    return "-" if r is None else f"{r:.2f}x"
+def fmt_ratio(r, bar=None):
+    """bar: a pass bar this ratio is judged against; near it, one more digit shows which
+    side it lies on."""
+    if r is None:
+        return "-"
+    if bar is not None and f"{r:.2f}" == f"{bar:.2f}":
+        return f"{r:.3f}x"
+    return f"{r:.2f}x"
 
 
 def evloop_columns(summary):
@@ -371,6 +481,8 @@ def ratio_table(summary, markdown):
     lines = []
     for s in summary:
         med = s["median"]
+        if s["metric"] in ABSOLUTE:
+            continue
         cells = [s["row"], s["label"], fmt(med.get("libuv")), fmt(med.get("libev"))]
         for c in ecols:
             r = s["ratios"].get(c, {})
@@ -387,7 +499,7 @@ def floor_table(summary, markdown):
     lines = []
     for s in summary:
         med = s["median"]
-        if not any(f in med for f in FLOORS):
+        if not any(f in med for f in FLOORS) or s["metric"] in ABSOLUTE:
             continue
         cells = [s["row"], s["label"]] + [fmt(med.get(f)) for f in FLOORS]
         for c in ecols:
@@ -398,26 +510,165 @@ def floor_table(summary, markdown):
     return render(head, lines, markdown) if lines else ""
 
 
-def fixed_vs_adaptive_table(summary, markdown):
-    """For every row where fixed evloop settings ran (col@tag), the adaptive default
-    against the best fixed one: adaptive / best (<= 1.10 is issue 5's bar)."""
-    head = ["benchmark", "metric", "column", "adaptive", "best fixed", "setting",
-            "adaptive/best"]
-    lines = []
+def sweep_rows(summary, headline=True):
+    """Per benchmark row, metric and evloop column that ran at fixed settings: the
+    adaptive default, the tuned column, the best fixed setting and adaptive / best.
+    headline: the first metric of each row (ns/op mostly; both IdleCost figures);
+    otherwise the other metrics."""
+    out = []
+    seen = set()
     for s in summary:
-        med = s["median"]
+        first = s["row"] not in seen or s["row"].startswith("IdleCost")
+        seen.add(s["row"])
+        if first != headline:
+            continue
+        med, spr = s["median"], s["spread"]
         groups = {}
-        for c, v in med.items():
+        for c in med:
             if is_evloop(c) and is_tagged(c):
-                groups.setdefault(untagged(c), []).append((v, c))
-        for base, fixed in sorted(groups.items()):
-            if base not in med:
+                groups.setdefault(untagged(c), []).append(c)
+        for base, tagged in sorted(groups.items()):
+            fixed = [c for c in tagged if is_fixed(c)]
+            tuned = next((c for c in tagged if is_tuned(c)), None)
+            if base not in med or not (fixed or tuned):
                 continue
-            best_v, best_c = min(fixed)
-            tag = best_c.split("@", 1)[1].split("/")[0]
-            lines.append([s["row"], s["label"], short(base), fmt(med[base]), fmt(best_v), tag,
-                          fmt_ratio(ratio(med[base], best_v))])
+            best = min(fixed, key=lambda c: med[c]) if fixed else None
+            a, b = med[base], (med[best] if best else None)
+            r = ratio(a, b)
+            tie = IDLE_TIE_PT if s["metric"] in NEGLIGIBLE else None
+            negligible = tie is not None and b is not None and a - b <= tie
+            ok = negligible or (r is not None and r <= PASS_BAR)
+            # A miss by less than the figures' own noise (half the spread across rounds of
+            # either) is flagged as such: the best of several noisy medians is biased low.
+            noise = max((spr.get(base) or 0), (spr.get(best) or 0) if best else 0) / 2
+            out.append({"row": s["row"], "metric": s["metric"], "label": s["label"],
+                        "column": base, "adaptive": a,
+                        "tuned": med.get(tuned) if tuned else None,
+                        "best_fixed": b, "setting": tag_of(best) if best else "-",
+                        "adaptive_over_best": r,
+                        "points_over_best": a - b if tie is not None and b is not None
+                        else None,
+                        "tuned_over_best": ratio(med[tuned], b) if tuned else None,
+                        "fixed_ran": bool(fixed),
+                        "pass": ok, "negligible": negligible and (r is None or r > PASS_BAR),
+                        "within_noise": not ok and r is not None and r <= PASS_BAR + noise})
+    return out
+
+
+def sweep_table(rows, markdown):
+    """sweep_rows() as a table."""
+    with_tuned = any(r["tuned"] is not None for r in rows)
+    head = ["benchmark", "metric", "column", "adaptive"]
+    head += ["tuned"] if with_tuned else []
+    head += ["best fixed", "setting", "adaptive/best"]
+    head += ["tuned/best"] if with_tuned else []
+    head += [f"<= {PASS_BAR:.2f}"]
+    lines = []
+    for r in rows:
+        mark = "pass" if r["pass"] else ("miss (within noise)" if r["within_noise"] else
+                                         ("**miss**" if markdown else "MISS"))
+        if r["negligible"]:
+            mark = f"pass (within {IDLE_TIE_PT} pt)"
+        if not r["fixed_ran"]:
+            mark = "-"
+        cells = [r["row"], r["label"], short(r["column"]), fmt(r["adaptive"])]
+        cells += [fmt(r["tuned"])] if with_tuned else []
+        over = fmt_ratio(r["adaptive_over_best"], PASS_BAR)
+        if r["points_over_best"] is not None and r["adaptive_over_best"] is None:
+            over = f"{r['points_over_best']:+.2f} pt"
+        cells += [fmt(r["best_fixed"]), r["setting"], over]
+        cells += [fmt_ratio(r["tuned_over_best"], PASS_BAR)] if with_tuned else []
+        cells.append(mark)
+        lines.append(cells)
     return render(head, lines, markdown) if lines else ""
+
+
+def target_cells(t, summary_by_key, ecols):
+    """{evloop column: value} for one target of TARGETS."""
+    label, row, metric, kind, bar, base = t
+    s = summary_by_key.get((row, metric))
+    if not s:
+        return {}
+    med = s["median"]
+    out = {}
+    for c in ecols:
+        if c not in med:
+            continue
+        if kind == "ratio":
+            out[c] = ratio(med[c], med.get(base))
+        elif kind == "backend":
+            system, _, backend = c.partition("/")
+            if backend != "io_uring":
+                continue
+            out[c] = ratio(med[c], med.get(system + "/epoll"))
+        else:
+            out[c] = med[c]
+    return {c: v for c, v in out.items() if v is not None}
+
+
+def target_rows(summary):
+    """Issue 5's targets against this run: per target, the figure of every evloop column,
+    whether each meets the bar, and the verdict."""
+    ecols = evloop_columns(summary)
+    by_key = {(s["row"], s["metric"]): s for s in summary}
+    rows = []
+    for t in TARGETS:
+        label, row, metric, kind, bar, base = t
+        cells = target_cells(t, by_key, ecols)
+        met = {c: v <= bar for c, v in cells.items()}
+        missed = [c for c in cells if not met[c]]
+        rows.append({"target": label, "row": row, "metric": metric, "kind": kind, "bar": bar,
+                     "baseline": base, "values": cells, "met": met,
+                     "verdict": ("not measured" if not cells else
+                                 "met" if not missed else "missed"),
+                     "missed": missed})
+    return rows, ecols
+
+
+def fmt_target_value(kind, metric, v, bar):
+    if kind == "absolute":
+        return fmt(v) + ("%" if metric == "idle_cpu_pct" else "")
+    return fmt_ratio(v, bar)
+
+
+def fmt_bar(kind, metric, bar):
+    if kind == "absolute":
+        return ("= 0" if bar == 0 else "<= " + fmt(bar)) + \
+            ("%" if metric == "idle_cpu_pct" else "")
+    return f"<= {bar:.2f}x"
+
+
+def miss_amount(kind, metric, v, bar):
+    """How far a figure misses its bar."""
+    if kind == "absolute":
+        return f"+{v - bar:.2f} pt" if metric == "idle_cpu_pct" else f"+{fmt(v - bar)}"
+    return f"+{(v / bar - 1) * 100:.0f}%"
+
+
+def targets_table(rows, ecols, markdown):
+    head = ["target", "bar"] + [short(c) for c in ecols] + ["verdict"]
+    lines = []
+    for r in rows:
+        cells = [r["target"], fmt_bar(r["kind"], r["metric"], r["bar"])]
+        for c in ecols:
+            v = r["values"].get(c)
+            if v is None:
+                cells.append("-")
+                continue
+            text = fmt_target_value(r["kind"], r["metric"], v, r["bar"])
+            if not r["met"][c] and r["bar"] != 0:  # against 0 the figure is the miss
+                text += " (" + miss_amount(r["kind"], r["metric"], v, r["bar"]) + ")"
+            cells.append(text)
+        if r["verdict"] == "missed":
+            verdict = f"missed in {len(r['missed'])} of {len(r['values'])}"
+            verdict = f"**{verdict}**" if markdown else verdict.upper()
+        elif r["verdict"] == "met":
+            verdict = f"met ({len(r['values'])} of {len(r['values'])})"
+        else:
+            verdict = r["verdict"]
+        cells.append(verdict)
+        lines.append(cells)
+    return render(head, lines, markdown)
 
 
 def medians_table(summary, markdown):
@@ -485,7 +736,9 @@ def make_plots(data, summary, outdir):
         return []
     # One colour per system in every plot.
     palette = plt.get_cmap("tab20")
-    every = sorted({c for r in data for c in data[r]}, key=lambda c: (not is_evloop(c), c))
+    # Untagged columns first, so the sweep's fixed settings do not shift their colours.
+    every = sorted({c for r in data for c in data[r]},
+                   key=lambda c: (is_tagged(c), not is_evloop(c), c))
     colour = {c: palette(i % 20) for i, c in enumerate(every)}
 
     def color(c):
@@ -643,8 +896,72 @@ def machine_info(context):
             "kernel": context.get("kernel", platform.platform()),
             "libuv": context.get("libuv_version", "?"),
             "libev": context.get("libev_version", "?"),
-            "targets": context.get("evloop_targets", ""),
+            # The fixed-setting and tuned targets are the sweep's, described with it.
+            "targets": ",".join(t for t in context.get("evloop_targets", "").split(",")
+                                if not is_tagged(t)),
             "host": context.get("host_name", platform.node())}
+
+
+def sweep_section(summary, meta):
+    """The report's "Adaptive defaults against fixed settings" section, as lines."""
+    rows = sweep_rows(summary)
+    if not rows:
+        return []
+    md = ["## Adaptive defaults against fixed settings", ""]
+    sw = meta.get("sweep") or {}
+    judged = [r for r in rows if r["fixed_ran"]]
+    passed = sum(r["pass"] for r in judged)
+    def by(r):
+        if r["adaptive_over_best"] is None and r["points_over_best"] is not None:
+            return f"{r['points_over_best']:+.2f} pt"
+        return fmt_ratio(r["adaptive_over_best"], PASS_BAR)
+
+    misses = [f"{r['row']} {short(r['column'])} ({by(r)})"
+              for r in judged if not r["pass"] and not r["within_noise"]]
+    noisy = sum(not r["pass"] and r["within_noise"] for r in judged)
+    md.append("Issue 5: the adaptive default must be within 10% of the best fixed setting "
+              "on every family. Every fixed setting ran in the same process and round as "
+              "the adaptive column, its order rotated with the others"
+              + (f"; the sweep ({sw.get('mode')}): "
+                 f"`{';'.join(sw.get('configs', []))}` on {sw.get('backend')}, one knob "
+                 "fixed at a time, the other adaptive" if sw.get("configs") else "")
+              + "; MicroBatchBudget sweeps its own budgets. One row per benchmark (a family, "
+              "or one shape of it) and evloop column, headline metric (ns/op; IdleCost: % "
+              "of one core). `setting` names the best fixed one (`spin5000`: a fixed 5 us "
+              "spin window; `budget64`: 64 tasks per tick). `tuned`: the adaptive defaults "
+              "seeded by the calibration profile below. The best of several medians is "
+              "biased low, so a miss smaller than the spread across rounds is marked "
+              f"'within noise'. IdleCost figures sit near 0 % of a core: there a difference "
+              f"of at most {IDLE_TIE_PT} points passes.")
+    md.append("")
+    md.append(f"**Adaptive within {(PASS_BAR - 1) * 100:.0f}% of the best fixed setting: "
+              f"{passed} of {len(judged)} rows.**" +
+              (" Missed: " + ", ".join(misses) + "." if misses else "") +
+              (f" {noisy} more missed within noise." if noisy else ""))
+    md.append("")
+    md.append(sweep_table(rows, True))
+    md.append("")
+    detail = [r for r in sweep_rows(summary, headline=False)
+              if r["row"].startswith("MicroBatchBudget")]
+    if detail:
+        md.append("MicroBatchBudget, its other metrics (submit-to-run latency percentiles):")
+        md.append("")
+        md.append(sweep_table(detail, True))
+        md.append("")
+    prof = meta.get("profile") or {}
+    if prof.get("text") is not None:
+        md.append("### The calibration profile (tuned column)")
+        md.append("")
+        md.append(f"`{prof.get('command', '')}`, before round 1:")
+        md.append("")
+        md.append("```")
+        md.append(prof["text"].rstrip("\n"))
+        md.append("```")
+        md.append("")
+    elif prof.get("skipped"):
+        md.append(f"No tuned column: {prof['skipped']}.")
+        md.append("")
+    return md
 
 
 def write_report(outdir, summary, data, errors, meta, plots):
@@ -676,6 +993,22 @@ def write_report(outdir, summary, data, errors, meta, plots):
               "ns/op is per task for the throughput families and per round trip for the "
               "latency ones (see the comment at the top of each bench/*.cpp).")
     md.append("")
+    targets, ecols = target_rows(summary)
+    md.append("## Targets (issue 5)")
+    md.append("")
+    md.append("Each evloop column against the bar: a ratio of medians from this run "
+              "(evloop / libuv, evloop / libev, or io_uring / epoll of the same variant), or "
+              "the figure itself for IdleCost and AllocsPerSubmit. A figure that misses its "
+              "bar shows by how much: by what share it exceeds a ratio bar, by how many "
+              "points of a core for IdleCost (measured 10 to 60 ms after the last task), "
+              "the allocations per submit themselves for AllocsPerSubmit (counted in every "
+              "thread during a steady-state flood)." +
+              ("" if meta["rounds"] >= 3 else
+               f" **Only {meta['rounds']} round(s): the targets ask for medians of >= 3; "
+               "indicative only.**"))
+    md.append("")
+    md.append(targets_table(targets, ecols, True))
+    md.append("")
     md.append("## Ratios: evloop / libuv and evloop / libev")
     md.append("")
     md.append(ratio_table(summary, True))
@@ -690,12 +1023,7 @@ def write_report(outdir, summary, data, errors, meta, plots):
         md.append("")
         md.append(ft)
         md.append("")
-    fa = fixed_vs_adaptive_table(summary, True)
-    if fa:
-        md.append("## Adaptive defaults against fixed settings")
-        md.append("")
-        md.append(fa)
-        md.append("")
+    md += sweep_section(summary, meta)
     md.append("## Medians")
     md.append("")
     md.append(medians_table(summary, True))
@@ -718,6 +1046,50 @@ def write_report(outdir, summary, data, errors, meta, plots):
     with open(path, "w") as f:
         f.write("\n".join(md))
     return path
+
+
+def calibrate(cli, seconds, outdir):
+    """Runs evloop_autotune once; returns the profile's description for meta, with
+    "config" (the EVLOOP_BENCH_EVLOOP_CONFIGS entry) when there is a profile, or
+    "skipped" (why) when there is none: the tournament goes on without a tuned column."""
+    path = os.path.join(os.path.abspath(outdir), "profile.txt")
+    if os.path.exists(path):
+        os.remove(path)  # a stale profile must not pass for this run's
+    cmd = [cli, "--seconds", f"{seconds:g}", "--out", path]
+    command = " ".join([os.path.basename(cli)] + cmd[1:-1] + [os.path.basename(path)])
+
+    def skip(why):
+        print(f"warning: {why}; no tuned column", file=sys.stderr, flush=True)
+        return {"skipped": why, "command": command}
+
+    if not os.access(cli, os.X_OK):
+        return skip(f"no evloop_autotune at {cli}")
+    if any(ch in path for ch in ",;="):
+        return skip(f"the profile path {path} holds one of , ; = (EVLOOP_BENCH_EVLOOP_CONFIGS "
+                    "separators)")
+    print(f"calibrating: {command}", flush=True)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + 10 * seconds)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return skip(f"evloop_autotune failed: {e}")
+    if r.returncode != 0 or not os.path.exists(path):
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or [""]
+        return skip(f"evloop_autotune exited with {r.returncode} {tail[0]}".strip())
+    with open(path) as f:
+        text = f.read()
+    return {"path": path, "text": text, "command": command, "config": f"profile={path}"}
+
+
+def previous_meta(paths):
+    """The meta of the summary.json beside the round folders of paths, or {}."""
+    first = os.path.dirname(os.path.abspath(paths[0])) if paths else ""
+    for d in (os.path.dirname(first), first):
+        try:
+            with open(os.path.join(d, "summary.json")) as f:
+                return json.load(f).get("meta", {})
+        except (OSError, ValueError):
+            continue
+    return {}
 
 
 def loadavg():
@@ -751,6 +1123,17 @@ def main():
     ap.add_argument("--patience", type=float, default=None,
                     help="seconds the whole run may spend waiting for quiet and re-running "
                          "disturbed families (default 480, quick 0)")
+    ap.add_argument("--sweep", choices=sorted(SWEEPS),
+                    help="fixed evloop settings run beside the adaptive defaults in the "
+                         "hand-off families: full (spin 0/5/20/50 us, budget "
+                         "64/256/1024/4096), lite (the extremes), none (default full, "
+                         "quick lite)")
+    ap.add_argument("--autotune", help="evloop_autotune, run once before round 1 for the "
+                                       "tuned column (default: beside --bench; the column "
+                                       "is skipped with a warning when it is missing)")
+    ap.add_argument("--autotune-seconds", type=float,
+                    help="its --seconds (default 2, quick 0.5)")
+    ap.add_argument("--no-tuned", action="store_true", help="no tuned column")
     ap.add_argument("--from-json", nargs="*", help="only rebuild the report from these "
                                                    "round JSON files")
     args = ap.parse_args()
@@ -763,6 +1146,10 @@ def main():
     if args.patience is None:
         args.patience = 0 if args.quick else 480
     PATIENCE.left = args.patience
+    sweep = args.sweep or mode["sweep"]
+    autotune_s = args.autotune_seconds or mode["autotune_s"]
+    autotune = args.autotune or os.path.join(os.path.dirname(os.path.abspath(args.bench)),
+                                             "evloop_autotune")
     rounds = args.rounds or mode["rounds"]
     min_time = args.min_time or mode["min_time"]
     outdir = args.out or os.path.join(here, "results", "quick" if args.quick else "latest")
@@ -777,21 +1164,41 @@ def main():
     started = time.monotonic()
     load_before = loadavg()
     foreign = []  # (round, family, cores other processes used during it)
+    sweep_meta = {"mode": sweep, "configs": SWEEPS[sweep], "backend": SWEEP_BACKEND,
+                  "families": list(SWEEP_FAMILIES)}
+    profile_meta = {"skipped": "--no-tuned"} if args.no_tuned else {}
     if args.from_json:
         paths = args.from_json
+        # What the run that wrote these files swept and calibrated, from its summary.json.
+        old = previous_meta(paths)
+        sweep_meta = old.get("sweep", {})
+        profile_meta = old.get("profile", {})
     else:
         if not os.access(args.bench, os.X_OK):
             sys.exit(f"no evloop_bench at {args.bench}: build with -DEVLOOP_BUILD_BENCH=ON "
                      "(bench/run_tournament.sh does it all)")
-        tests = list_tests(args.bench, args.filter, min_time)
-        families = families_of(tests)
-        print(f"evloop tournament: {len(tests)} benchmarks in {len(families)} families x "
-              f"{rounds} rounds, min time {min_time}s, into {outdir}", flush=True)
-        progress = Progress(rounds, len(tests) * rounds)
+        extra = list(SWEEPS[sweep])
+        if not args.no_tuned:
+            wait_for_quiet(args.quiet_wait)
+            profile_meta = calibrate(autotune, autotune_s, outdir)
+            if "config" in profile_meta:
+                extra.append(profile_meta["config"])
+        plan = plan_families(args.bench, args.filter, min_time, extra, SWEEP_BACKEND)
+        if "config" in profile_meta and not any(
+                is_tuned(parse_name(n)[2]) for names, _, _ in plan.values() for n in names):
+            print(f"warning: evloop_bench made no @{TUNED_TAG} target of "
+                  f"'{profile_meta['config']}' (no profile= key in this build?); "
+                  "no tuned column", file=sys.stderr, flush=True)
+            profile_meta["skipped"] = "evloop_bench ignored the profile= setting"
+        ntests = sum(len(names) for names, _, _ in plan.values())
+        print(f"evloop tournament: {ntests} benchmarks in {len(plan)} families x "
+              f"{rounds} rounds, min time {min_time}s, sweep {sweep}, into {outdir}",
+              flush=True)
+        progress = Progress(rounds, ntests * rounds)
         paths = []
         for r in range(1, rounds + 1):
-            p, loads = run_round(args.bench, r, families, min_time, args.filter, outdir,
-                                 progress, args.quiet_wait, args.retries)
+            p, loads = run_round(args.bench, r, plan, min_time, outdir, progress,
+                                 args.quiet_wait, args.retries)
             paths += p
             foreign += loads
         if not paths:
@@ -806,16 +1213,27 @@ def main():
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "elapsed_s": time.monotonic() - started, "machine": machine_info(context),
             "load_before": load_before, "load_after": loadavg(), "command": command,
-            "rounds": nrounds, "min_time": min_time, "foreign_load": foreign}
+            "rounds": nrounds, "min_time": min_time, "foreign_load": foreign,
+            "sweep": sweep_meta, "profile": profile_meta}
     plots = make_plots(data, summary, outdir)
+    targets, _ = target_rows(summary)
     with open(os.path.join(outdir, "summary.json"), "w") as f:
-        json.dump({"meta": meta, "rows": summary, "errors": errors}, f, indent=1)
+        json.dump({"meta": meta, "rows": summary, "targets": targets,
+                   "sweep": sweep_rows(summary), "errors": errors}, f, indent=1)
     report = write_report(outdir, summary, data, errors, meta, plots)
 
     print()
     print("evloop / libuv and evloop / libev (medians of "
           f"{nrounds} rounds; below 1.00x evloop wins):")
     print(ratio_table(summary, False))
+    print()
+    print("issue 5's targets:")
+    print(targets_table(*target_rows(summary), False))
+    srows = [r for r in sweep_rows(summary) if r["fixed_ran"]]
+    if srows:
+        print()
+        print(f"adaptive within {(PASS_BAR - 1) * 100:.0f}% of the best fixed setting: "
+              f"{sum(r['pass'] for r in srows)} of {len(srows)} rows (see the report)")
     ft = floor_table(summary, False)
     if ft:
         print()

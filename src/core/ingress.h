@@ -47,6 +47,10 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
 /* True when every accepted push has been drained. */
 bool evloop__ingress_is_empty(struct evloop__ingress *q);
 
+/* About how many tasks are waiting (claimed or pushed, not drained): a hint, read with
+ * relaxed loads. Consumer only. */
+size_t evloop__ingress_backlog(struct evloop__ingress *q);
+
 /* Refuses every later push with -ESHUTDOWN. Idempotent. A push that is refused acquires
  * the close: what the closing thread did before _close() is visible to that producer. */
 void evloop__ingress_close(struct evloop__ingress *q);

@@ -8,6 +8,10 @@
 #define MICROTASK_BUDGET 1024 /* microtasks per drain point: a storm cannot starve the loop */
 #define BUDGET_MIN 64
 #define BUDGET_MAX 4096
+#ifndef CHASE_PAUSES
+#define CHASE_PAUSES 128 /* pause rounds the loop lets producers get ahead at most */
+#endif
+#define CHASE_LOOK 16     /* pause rounds between two looks at the backlog */
 #define SPIN_MIN_NS 500
 #define SPIN_PREEMPTED_NS 100000  /* a gap this long inside a spin: the CPU was taken away */
 #define SPIN_PAUSE_MIN_NS 10000000 /* no spinning for 10 ms after that, */
@@ -105,10 +109,24 @@ static void adapt_budget(evloop *loop, unsigned ran, bool more_left)
     atomic_store_explicit(&loop->budget, budget, memory_order_relaxed);
 }
 
+/* The drain caught up with producers that are still pushing. Taking each task as it
+ * lands would pull every cache line they write away from them while they write it: let
+ * them get a batch ahead first, for at most CHASE_PAUSES pause rounds (a few us). */
+static void wait_for_batch(evloop *loop)
+{
+    for (int i = 0; i < CHASE_PAUSES; i += CHASE_LOOK) {
+        for (int j = 0; j < CHASE_LOOK; j++)
+            evloop__cpu_relax();
+        if (evloop__ingress_backlog(loop->external) >= EVLOOP__DRAIN_CHUNK)
+            return;
+    }
+}
+
 static void drain_ingress(evloop *loop)
 {
     struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
     unsigned done = 0, budget = atomic_load_explicit(&loop->budget, memory_order_relaxed);
+    bool waited = false;
     while (done < budget) {
         unsigned want = budget - done < EVLOOP__DRAIN_CHUNK ? budget - done : EVLOOP__DRAIN_CHUNK;
         size_t n = evloop__ingress_drain(loop->external, batch, want);
@@ -119,6 +137,12 @@ static void drain_ingress(evloop *loop)
         /* Internal tasks that arrived meanwhile go before the next chunk of externals. */
         if (internal_pending(loop))
             run_internal(loop);
+        if (n < want) {
+            if (waited || evloop__ingress_is_empty(loop->external))
+                break;
+            wait_for_batch(loop);
+            waited = true;
+        }
     }
     adapt_budget(loop, done, done == budget && !evloop__ingress_is_empty(loop->external));
 }

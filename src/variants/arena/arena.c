@@ -318,6 +318,12 @@ bool evloop__ingress_is_empty(struct evloop__ingress *q)
     return !ring_has_claims(q) && !q->taken && !atomic_load(&q->spill);
 }
 
+size_t evloop__ingress_backlog(struct evloop__ingress *q)
+{
+    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed) & ~CLOSED_BIT;
+    return (size_t)(tail - q->head);
+}
+
 void evloop__ingress_close(struct evloop__ingress *q)
 {
     /* seq_cst: a claim either precedes this (accepted) or sees the bit (refused). */

@@ -181,6 +181,11 @@ bool evloop__ingress_is_empty(struct evloop__ingress *q)
     return atomic_load(&q->pushed) == q->taken;
 }
 
+size_t evloop__ingress_backlog(struct evloop__ingress *q)
+{
+    return (size_t)(atomic_load_explicit(&q->pushed, memory_order_relaxed) - q->taken);
+}
+
 void evloop__ingress_close(struct evloop__ingress *q)
 {
     pthread_mutex_lock(&q->mu);
