@@ -11,14 +11,10 @@
  *     at once with IORING_REGISTER_SYNC_CANCEL, which needs no SQ.
  *  b. A multishot poll reports wake-ups, not "still ready": a reported fd gets a poll update
  *     in the next wait, after its callback ran, which re-checks it (epoll's level semantics).
- *     And a CQE carries the mask of the wake-up, not a re-poll, so it may report readiness
- *     consumed since. The CQE is posted by task work on the loop thread, at once (an IPI) or
- *     at the end of the syscall the loop thread is in, so only a CQE already queued when a
- *     wait starts can predate a read by a callback or a task: such a CQE is not reported but
- *     turned into a poll update, which re-polls the file in this wait's io_uring_enter and
- *     posts a fresh CQE if it is still ready. CQEs posted during the wait are as fresh as
- *     epoll's harvest. (The update that fails with -EALREADY has bumped the poll's refs, so
- *     the task work it lost to re-polls too.)
+ *     And a CQE may report readiness a callback has consumed since: a wake-up's mask is posted
+ *     without a re-poll, and a waker can be late (a writer preempted between its copy and its
+ *     wake-up). As epoll re-polls what it hands out, each wait checks its reports with one
+ *     poll(2), and drops those no longer true.
  *  c. The kernel ends a multishot (no IORING_CQE_F_MORE; the mask still counts) when the CQ
  *     is full, and keeps overflowing CQEs (IORING_FEAT_NODROP) until the CQ has room: the fd
  *     is re-armed. Only when it cannot allocate does it drop CQEs: -EBADR, a poller failure.
@@ -46,13 +42,14 @@
 #include "wake.h"
 
 #define CQE_BATCH 32u
+#define MAX_REPORTS 64 /* reports per wait: what the core asks for (EVLOOP__IO_EVENTS_MAX) */
 
 enum { K_POLL = 1, K_UPDATE, K_FUTEX, K_WAKE }; /* user_data: kind << 56 | seq << 32 | fd */
 enum { FREE, IDLE, ARMED }; /* not registered; registered, no poll in the kernel; polled */
 
 struct reg {
     uint64_t tag;
-    uint32_t events, seq, batch; /* batch: the wait that last reported it, at out[slot] */
+    uint32_t events, seq, batch; /* batch: the dispatch that last reported it, at out[slot] */
     int slot, next_dirty;
     uint8_t state;
     bool arm, update, dirty; /* wants a poll add / a poll update; is on the dirty stack */
@@ -197,10 +194,9 @@ static int enter(struct uring *s, bool block, int64_t timeout_ns)
     return r >= 0 || r == -ETIME || r == -EINTR || r == -EAGAIN || r == -EBUSY ? 0 : r;
 }
 
-/* Under the lock: takes one CQE into out[], which holds k reports; returns the new count. With
- * recheck (a CQE queued before this wait, trap b), readiness becomes a poll update instead. */
+/* Under the lock: takes one CQE into out[], which holds k reports; returns the new count. */
 static int handle(struct uring *s, const struct io_uring_cqe *cqe, struct evloop__io_event *out,
-                  int k, bool recheck, bool *woken)
+                  int k, bool *woken)
 {
     unsigned kind = (unsigned)(cqe->user_data >> 56);
     int fd = (int)(uint32_t)cqe->user_data;
@@ -229,8 +225,6 @@ static int handle(struct uring *s, const struct io_uring_cqe *cqe, struct evloop
         return k;
     if (more)
         mark(s, fd, false); /* trap b */
-    if (recheck && cqe->res >= 0)
-        return k; /* the update (or the re-add, !more) reports it if it still holds */
     if (g->batch == s->batch && g->slot < k && out[g->slot].tag == g->tag) {
         out[g->slot].events |= ev; /* one report per fd per wait */
         return k;
@@ -241,43 +235,60 @@ static int handle(struct uring *s, const struct io_uring_cqe *cqe, struct evloop
     return k + 1;
 }
 
-/* Loop thread: drains the CQ in batches into out[], which holds k reports, up to max reports;
- * the rest stays queued. recheck: see handle(). Returns the new count. */
-static int collect(struct uring *s, struct evloop__io_event *out, int k, int max, bool recheck,
-                   bool *woken)
+/* Loop thread: keeps the k reports in out[] that poll(2) finds true now (trap b), with the
+ * events it finds; all of them if poll(2) fails. Returns how many are kept. */
+static int validate(struct evloop__io_event *out, struct pollfd *pfd, int k)
+{
+    if (k == 0 || poll(pfd, (nfds_t)k, 0) < 0)
+        return k;
+    int kept = 0;
+    for (int i = 0; i < k; i++) {
+        uint32_t ev = from_poll((uint32_t)pfd[i].revents);
+        if (ev)
+            out[kept++] = (struct evloop__io_event){out[i].tag, ev};
+    }
+    return kept;
+}
+
+/* Loop thread: drains the CQ in batches into at most max reports; the rest stays queued. */
+static int dispatch(struct uring *s, struct evloop__io_event *out, int max, bool *woken)
 {
     struct io_uring_cqe *cqes[CQE_BATCH];
+    struct pollfd pfd[MAX_REPORTS];
     unsigned n;
+    int k = 0;
+    max = max < MAX_REPORTS ? max : MAX_REPORTS;
     pthread_mutex_lock(&s->lock);
+    s->batch++;
     while (k < max && (n = io_uring_peek_batch_cqe(&s->ring, cqes, CQE_BATCH)) > 0) {
         unsigned i = 0;
-        for (; i < n && k < max; i++)
-            k = handle(s, cqes[i], out, k, recheck, woken);
+        for (; i < n && k < max; i++) {
+            int before = k;
+            k = handle(s, cqes[i], out, k, woken);
+            if (k > before) {
+                int fd = (int)(uint32_t)cqes[i]->user_data;
+                pfd[before] = (struct pollfd){fd, (short)to_poll(s->regs[fd].events), 0};
+            }
+        }
         io_uring_cq_advance(&s->ring, i);
     }
     pthread_mutex_unlock(&s->lock);
-    return k;
+    return validate(out, pfd, k);
 }
 
 static int uring_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out, int max)
 {
     struct uring *s = state;
-    uint64_t deadline = timeout_ns > 0 ? evloop__clock_ns() + (uint64_t)timeout_ns : 0;
-    bool early_wake = false;
-    s->batch++;
-    /* What was queued before this wait (in the CQ or in the kernel's overflow list) is re-checked
-     * in it (trap b); only errors are reported. */
-    bool early = io_uring_cq_ready(&s->ring) || io_uring_cq_has_overflow(&s->ring);
-    int k = early ? collect(s, out, 0, max, true, &early_wake) : 0;
+    uint64_t deadline = evloop__clock_ns() + (uint64_t)(timeout_ns > 0 ? timeout_ns : 0);
     for (;;) {
         /* seq_cst: pairs with the store in uring_wake(). */
-        bool block = timeout_ns != 0 && k == 0 && !early_wake &&
+        bool block = timeout_ns != 0 &&
                      !(atomic_load(&s->wake_pending) && atomic_exchange(&s->wake_pending, false));
         int r = apply(s, &block);
         if (r == 0)
             r = enter(s, block, timeout_ns);
         bool woken = !block;
-        int n = r < 0 ? r : collect(s, out, k, max, false, &woken);
+        int n = r < 0 ? r : dispatch(s, out, max, &woken);
         if (n != 0 || woken)
             return n;
         /* Only stale or internal CQEs: wait again, for what is left of the timeout. */
