@@ -17,8 +17,6 @@
 #define BUDGET_START 256
 #define SPIN_START_NS 20000
 #define SPIN_MAX_NS 100000 /* covers an idle gap of ~50 us plus the wake it saves */
-#define PROFILE_BUDGET_MIN 64   /* the adaptive budget's range in tick.c (BUDGET_MIN/MAX): */
-#define PROFILE_BUDGET_MAX 4096 /* a profile's budget is fitted into it */
 
 EVLOOP_API void evloop_config_init(evloop_config *cfg)
 {
@@ -120,8 +118,8 @@ static int create_parts(evloop *loop, const evloop_config *cfg, const struct evl
  * halves) within the adaptive range. */
 static unsigned fit_budget(unsigned b)
 {
-    unsigned fit = PROFILE_BUDGET_MIN;
-    while (fit * 2 <= b && fit * 2 <= PROFILE_BUDGET_MAX)
+    unsigned fit = EVLOOP__BUDGET_MIN;
+    while (fit * 2 <= b && fit * 2 <= EVLOOP__BUDGET_MAX)
         fit *= 2;
     return fit;
 }

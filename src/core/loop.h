@@ -19,6 +19,8 @@
 
 #define EVLOOP__IO_EVENTS_MAX 64
 #define EVLOOP__DRAIN_CHUNK 64
+#define EVLOOP__BUDGET_MIN 64   /* the adaptive batch budget's range (tick.c); a */
+#define EVLOOP__BUDGET_MAX 4096 /* profile's budget is fitted into it (loop.c) */
 
 struct evloop__timer {
     uint64_t deadline, interval, order;

@@ -6,11 +6,7 @@
 #include "loop.h"
 
 #define MICROTASK_BUDGET 1024 /* microtasks per drain point: a storm cannot starve the loop */
-#define BUDGET_MIN 64
-#define BUDGET_MAX 4096
-#ifndef CHASE_PAUSES
 #define CHASE_PAUSES 128 /* pause rounds the loop lets producers get ahead at most */
-#endif
 #define CHASE_LOOK 16     /* pause rounds between two looks at the backlog */
 #define SPIN_MIN_NS 500
 #define SPIN_PREEMPTED_NS 100000  /* a gap this long inside a spin: the CPU was taken away */
@@ -102,9 +98,9 @@ static void adapt_budget(evloop *loop, unsigned ran, bool more_left)
         return;
     /* relaxed: only the loop thread writes the budget; evloop_stats reads it. */
     unsigned budget = atomic_load_explicit(&loop->budget, memory_order_relaxed);
-    if (more_left && budget < BUDGET_MAX)
+    if (more_left && budget < EVLOOP__BUDGET_MAX)
         budget *= 2;
-    else if (!more_left && ran < budget / 4 && budget > BUDGET_MIN)
+    else if (!more_left && ran < budget / 4 && budget > EVLOOP__BUDGET_MIN)
         budget /= 2;
     atomic_store_explicit(&loop->budget, budget, memory_order_relaxed);
 }
