@@ -162,8 +162,9 @@ static void test_readiness_gone_before_the_loop_collects_it_is_not_reported(void
         close(fds[i]);
 }
 
-/* io_uring re-checks a CQE queued while a task ran instead of reporting it: readiness that still
- * holds when the loop collects it must come through that re-check. */
+/* Readiness that arrives while a task runs and still holds when the loop collects it is
+ * reported, once per byte (io_uring's re-check of what was queued before a wait must not
+ * drop it). */
 static void test_readiness_queued_while_a_task_runs_and_still_true_is_reported(void **state)
 {
     (void)state;
