@@ -7,7 +7,6 @@
  *   flood [producers=1] [tasks=100000] [rounds=21]      env: BUDGET, SPIN (fixed knobs)
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <evloop.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -20,6 +20,30 @@ namespace bench
 
 // ---------------------------------------------------------------- time and waiting
 
+void run_submit_batches(benchmark::State &s, const Target &t, uint64_t n)
+{
+    Countdown cd; // declared before the loop, so it outlives every task
+    Loop loop(t);
+    if (!loop.ok())
+        return Measure::fail(s, loop.error());
+    loop.warm_up(100);
+    Measure m(loop);
+    for (auto _ : s) {
+        cd.arm(n);
+        uint64_t t0 = now_ns();
+        if (!submit_many(loop, Countdown::task, &cd, n)) {
+            Measure::fail(s, "submit refused");
+            break;
+        }
+        if (!cd.done.wait_spin()) {
+            Measure::fail(s, "tasks did not all run");
+            break;
+        }
+        m.iteration(s, now_ns() - t0, n);
+    }
+    m.finish(s);
+}
+
 void spin_for_ns(uint64_t ns)
 {
     uint64_t end = now_ns() + ns;

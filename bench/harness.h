@@ -231,6 +231,11 @@ inline bool submit_many(Loop &loop, bench_cb cb, void *arg, uint64_t n)
     return true;
 }
 
+// The body of PingPong and BurstSubmit: every iteration, one producer submits n tasks back
+// to back, then spins until all ran (so its own wake-up never enters the figure). One op =
+// one task.
+void run_submit_batches(benchmark::State &s, const Target &t, uint64_t n);
+
 // Producer threads that live across iterations and submit on command: each round wakes
 // every producer, runs work(index) in each, and returns when all have returned. Used
 // where thread start-up must stay out of the timed region.

@@ -10,26 +10,7 @@ constexpr uint64_t kTasks = 100000;
 
 void run(benchmark::State &s, const bench::Target &t)
 {
-    bench::Countdown cd; // declared before the loop, so it outlives every task
-    bench::Loop loop(t);
-    if (!loop.ok())
-        return bench::Measure::fail(s, loop.error());
-    loop.warm_up(100);
-    bench::Measure m(loop);
-    for (auto _ : s) {
-        cd.arm(kTasks);
-        uint64_t t0 = bench::now_ns();
-        if (!bench::submit_many(loop, bench::Countdown::task, &cd, kTasks)) {
-            bench::Measure::fail(s, "submit refused");
-            break;
-        }
-        if (!cd.done.wait_spin()) {
-            bench::Measure::fail(s, "tasks did not all run");
-            break;
-        }
-        m.iteration(s, bench::now_ns() - t0, kTasks);
-    }
-    m.finish(s);
+    bench::run_submit_batches(s, t, kTasks);
 }
 
 void register_family()
