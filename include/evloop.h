@@ -108,6 +108,18 @@ EVLOOP_API int evloop_stop(evloop *loop);
  * Returns 0, -EINVAL (NULL loop or cb), -ESHUTDOWN (stopped; not accepted), -ENOMEM. */
 EVLOOP_API int evloop_submit(evloop *loop, evloop_cb cb, void *arg);
 
+/* One task for evloop_submit_batch(): cb(arg) runs on the loop thread. */
+struct evloop_task {
+    evloop_cb cb;
+    void *arg;
+};
+
+/* Queues n tasks at once, in order, as n evloop_submit() calls would, but with one
+ * publication and at most one wake for the whole batch. All n are accepted or none.
+ * Any thread. n == 0 is a no-op that returns 0. Returns 0, -EINVAL (NULL loop, NULL tasks
+ * with n > 0, or a NULL cb in the batch; nothing accepted), -ESHUTDOWN, -ENOMEM. */
+EVLOOP_API int evloop_submit_batch(evloop *loop, const struct evloop_task *tasks, size_t n);
+
 /* Like evloop_submit(), but the task runs before external tasks still waiting.
  * Any thread. Returns as evloop_submit(). */
 EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg);
