@@ -48,6 +48,11 @@ typedef struct evloop_config {
     bool auto_exit;        /* run() returns once no task, timer or fd is left */
     const char *profile;   /* a saved evloop_profile to start from (see evloop_autotune);
                               NULL: $EVLOOP_PROFILE if set and non-empty; "": none */
+    const char *fence;     /* how a submit is ordered against the loop going to sleep:
+                              NULL or "auto" ($EVLOOP_FENCE if set, else "membarrier" where
+                              the kernel allows it, else "seq_cst"); "membarrier": producers
+                              pay a compiler barrier, the loop a membarrier() per sleep;
+                              "seq_cst": producers pay a full fence per submit */
 } evloop_config;
 
 /* Counters of one loop, read with evloop_stats(). Counts are since evloop_new(). */
@@ -72,6 +77,11 @@ struct evloop_stats {
     const char *ingress;        /* "arena" or "chunk" */
     const char *fallback;       /* why "auto" did not get its first choice; "" if it did */
     bool profile_loaded;        /* evloop_new loaded a profile (config or $EVLOOP_PROFILE) */
+    const char *fence;          /* "membarrier" or "seq_cst": chosen at evloop_new, fixed */
+    const char *fence_reason;   /* "" for membarrier; else why producers fence (asked for,
+                                   membarrier refused, a ThreadSanitizer build) */
+    uint64_t lanes;             /* arena: producer lanes of the external queue now (one per
+                                   thread that submitted and has not exited); chunk: 0 */
 };
 
 /* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit,
@@ -79,12 +89,17 @@ struct evloop_stats {
 EVLOOP_API void evloop_config_init(evloop_config *cfg);
 
 /* Creates a loop. cfg may be NULL (the defaults of evloop_config_init). Any thread.
+ * cfg->fence "membarrier" fails with -ENOTSUP where membarrier() is refused; an unknown
+ * fence name (config or $EVLOOP_FENCE) is -EINVAL.
  * A profile (cfg->profile, else $EVLOOP_PROFILE) sets what the config leaves adaptive: the
  * starting spin window and its cap (spin_ns -1), the starting batch budget (batch_budget 0)
  * and the backend tried first ("auto" with $EVLOOP_BACKEND unset; auto if it cannot start).
  * Returns 0 and sets *out, -EINVAL (NULL out, unknown backend name, spin_ns < -1, a
  * malformed profile), -ENOTSUP (the named backend cannot start here), -ENOMEM, the -errno
- * of opening the profile (-ENOENT: no such file), or another -errno of the poller. */
+ * of opening the profile (-ENOENT: no such file), or another -errno of the poller; then
+ * evloop_last_error() says which argument, variable or file. A set but wrong
+ * $EVLOOP_BACKEND or $EVLOOP_PROFILE fails the call as the same config field would: it is
+ * an explicit request (tests choose their backend with it), never silently ignored. */
 EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg);
 
 /* Frees a loop that is not running. If the loop was never run to its end, it is first
@@ -171,6 +186,13 @@ EVLOOP_API const char *evloop_ingress(void);
 /* A message for a value returned by an evloop function (0 or negative errno). Any thread;
  * never NULL. */
 EVLOOP_API const char *evloop_strerror(int err);
+
+/* The detail of the last failure evloop_new returned on this thread: which argument, field,
+ * environment variable or file was wrong, and why, e.g. "EVLOOP_PROFILE=/x/y: No such file
+ * or directory" or "config.backend \"foo\": unknown backend (...)". "" after a success
+ * and when there is no more to say than evloop_strerror(). Other calls leave it as it is.
+ * Any thread; never NULL; valid until this thread's next evloop_new. */
+EVLOOP_API const char *evloop_last_error(void);
 
 /* Copies the loop's counters into *out. Any thread; counters written by the loop thread
  * may be a moment old. Returns 0 or -EINVAL (NULL loop or out). */

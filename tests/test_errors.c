@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,178 @@ static void test_config_init_sets_the_documented_defaults(void **state)
     assert_true(cfg.spin_ns == -1);
     assert_false(cfg.auto_exit);
     evloop_config_init(NULL); /* ignored */
+}
+
+/* ---- evloop_last_error: which argument, variable or file (issue 13, item 6) --------------------
+ */
+
+/* The detail must contain want (a substring), else the test fails and prints it. */
+static void assert_detail_has(const char *want)
+{
+    const char *d = evloop_last_error();
+    assert_non_null(d);
+    if (!strstr(d, want))
+        fail_msg("evloop_last_error() is \"%s\", expected it to contain \"%s\"", d, want);
+}
+
+/* A variable of the environment, saved and restored around a test that changes it. */
+struct saved_env {
+    const char *name;
+    char value[512];
+    bool set;
+};
+
+static void env_save(struct saved_env *e, const char *name)
+{
+    e->name = name;
+    const char *v = getenv(name);
+    e->set = v != NULL;
+    snprintf(e->value, sizeof e->value, "%s", v ? v : "");
+}
+
+static void env_restore(const struct saved_env *e)
+{
+    if (e->set)
+        setenv(e->name, e->value, 1);
+    else
+        unsetenv(e->name);
+}
+
+static void test_last_error_is_never_null(void **state)
+{
+    (void)state;
+    assert_non_null(evloop_last_error());
+}
+
+static void test_last_error_names_a_missing_profile_from_the_environment(void **state)
+{
+    (void)state;
+    struct saved_env env;
+    env_save(&env, "EVLOOP_PROFILE");
+    setenv("EVLOOP_PROFILE", "/nonexistent-evloop-dir/stale-profile", 1);
+    evloop *loop = NULL;
+    assert_rc(evloop_new(&loop, NULL), -ENOENT);
+    assert_null(loop);
+    assert_detail_has("EVLOOP_PROFILE=/nonexistent-evloop-dir/stale-profile");
+    assert_detail_has(strerror(ENOENT));
+    env_restore(&env);
+}
+
+static void test_last_error_names_the_config_profile_and_a_malformed_file(void **state)
+{
+    (void)state;
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.profile = "/nonexistent-evloop-dir/p";
+    evloop *loop = NULL;
+    assert_rc(evloop_new(&loop, &cfg), -ENOENT);
+    assert_detail_has("config.profile=/nonexistent-evloop-dir/p");
+
+    char path[] = "/tmp/evloop-test-bad-profile-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char junk[] = "this is not a profile\n";
+    assert_int_equal(write(fd, junk, sizeof junk - 1), (ssize_t)(sizeof junk - 1));
+    close(fd);
+    cfg.profile = path;
+    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
+    assert_detail_has("config.profile=");
+    assert_detail_has(path);
+    assert_detail_has("not a valid evloop profile");
+    unlink(path);
+}
+
+static void test_last_error_names_an_unknown_backend_and_where_it_came_from(void **state)
+{
+    (void)state;
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.backend = "foo";
+    evloop *loop = NULL;
+    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
+    assert_detail_has("config.backend \"foo\": unknown backend");
+    assert_detail_has("epoll, io_uring, kqueue, auto");
+
+    struct saved_env env;
+    env_save(&env, "EVLOOP_BACKEND");
+    setenv("EVLOOP_BACKEND", "epol", 1);
+    assert_rc(evloop_new(&loop, NULL), -EINVAL);
+    assert_detail_has("EVLOOP_BACKEND \"epol\": unknown backend");
+    env_restore(&env);
+}
+
+static void test_last_error_says_a_backend_is_not_built_here(void **state)
+{
+    (void)state;
+#ifdef __linux__
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.backend = "kqueue";
+    evloop *loop = NULL;
+    int rc = evloop_new(&loop, &cfg);
+    if (rc == 0) { /* built against libkqueue (EVLOOP_WITH_KQUEUE) */
+        test_loop_free(loop);
+        skip();
+    }
+    assert_rc(rc, -ENOTSUP);
+    assert_detail_has("config.backend \"kqueue\": not built into this library");
+#else
+    skip();
+#endif
+}
+
+static void test_last_error_names_a_spin_below_minus_one(void **state)
+{
+    (void)state;
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.spin_ns = -7;
+    evloop *loop = NULL;
+    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
+    assert_detail_has("config.spin_ns -7");
+    assert_rc(evloop_new(NULL, NULL), -EINVAL);
+    assert_detail_has("out: NULL");
+}
+
+static void test_last_error_is_empty_after_a_success(void **state)
+{
+    (void)state;
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.backend = "foo";
+    evloop *loop = NULL;
+    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
+    assert_true(strlen(evloop_last_error()) > 0);
+    loop = test_loop_new(NULL);
+    assert_string_equal(evloop_last_error(), "");
+    test_loop_free(loop);
+}
+
+static void *fail_a_new(void *arg)
+{
+    (void)arg;
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.backend = "from-another-thread";
+    evloop *loop = NULL;
+    return (void *)(intptr_t)evloop_new(&loop, &cfg);
+}
+
+static void test_last_error_is_per_thread(void **state)
+{
+    (void)state;
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.backend = "this-thread";
+    evloop *loop = NULL;
+    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fail_a_new, NULL), 0);
+    void *rc = NULL;
+    assert_int_equal(pthread_join(t, &rc), 0);
+    assert_int_equal((int)(intptr_t)rc, -EINVAL);
+    assert_detail_has("\"this-thread\"");
+    assert_null(strstr(evloop_last_error(), "another-thread"));
 }
 
 /* ---- NULL loop, NULL callback -------------------------------------------------------------------
@@ -421,6 +594,14 @@ int main(void)
         cmocka_unit_test(test_new_with_backend_epoll_on_linux_gets_epoll),
         cmocka_unit_test(test_new_with_backend_io_uring_gets_it_or_returns_enotsup),
         cmocka_unit_test(test_config_init_sets_the_documented_defaults),
+        cmocka_unit_test(test_last_error_is_never_null),
+        cmocka_unit_test(test_last_error_names_a_missing_profile_from_the_environment),
+        cmocka_unit_test(test_last_error_names_the_config_profile_and_a_malformed_file),
+        cmocka_unit_test(test_last_error_names_an_unknown_backend_and_where_it_came_from),
+        cmocka_unit_test(test_last_error_says_a_backend_is_not_built_here),
+        cmocka_unit_test(test_last_error_names_a_spin_below_minus_one),
+        cmocka_unit_test(test_last_error_is_empty_after_a_success),
+        cmocka_unit_test(test_last_error_is_per_thread),
         cmocka_unit_test(test_every_entry_point_returns_einval_for_a_null_loop),
         cmocka_unit_test(test_every_entry_point_returns_einval_for_a_null_callback),
         cmocka_unit_test(test_stats_with_a_null_out_returns_einval),

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "common.h"
+#include "error.h"
 
 #ifdef EVLOOP_HAVE_IO_URING
 extern const struct evloop__backend evloop__backend_io_uring;
@@ -47,21 +48,41 @@ static bool is_auto(const char *name)
     return !name || !*name || strcmp(name, "auto") == 0;
 }
 
-static int open_named(const char *name, _Atomic uint32_t *word, const struct evloop__backend **out,
-                      void **state, unsigned *caps)
+/* The backends built into this library, for evloop_last_error(): "io_uring, epoll". */
+static const char *built_names(void)
+{
+    static _Thread_local char list[64];
+    list[0] = '\0';
+    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
+                 candidates[i]->name);
+    return list;
+}
+
+/* origin says where the name came from ("config.backend", "EVLOOP_BACKEND"), for the detail
+ * evloop_last_error() gives when this fails. */
+static int open_named(const char *origin, const char *name, _Atomic uint32_t *word,
+                      const struct evloop__backend **out, void **state, unsigned *caps)
 {
     for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
         if (strcmp(candidates[i]->name, name) != 0)
             continue;
+        refusal[0] = '\0';
         int r = candidates[i]->init(state, word, caps);
         if (r == 0)
             *out = candidates[i];
+        else
+            evloop__error_set(r, "%s \"%s\": could not start: %s", origin, name,
+                              refusal[0] ? refusal : strerror(-r));
         return r;
     }
     for (size_t i = 0; i < sizeof(known_names) / sizeof(known_names[0]); i++)
-        if (strcmp(known_names[i], name) == 0)
-            return -ENOTSUP; /* a real backend, not built for this platform */
-    return -EINVAL;
+        if (strcmp(known_names[i], name) == 0) /* a real backend, not built for this platform */
+            return evloop__error_set(-ENOTSUP, "%s \"%s\": not built into this library (built: %s)",
+                                     origin, name, built_names());
+    return evloop__error_set(-EINVAL,
+                             "%s \"%s\": unknown backend (epoll, io_uring, kqueue, auto; built: %s)",
+                             origin, name, built_names());
 }
 
 int evloop__backend_open(const char *name, _Atomic uint32_t *word,
@@ -70,10 +91,13 @@ int evloop__backend_open(const char *name, _Atomic uint32_t *word,
 {
     fallback[0] = '\0';
     *caps = 0;
-    if (is_auto(name))
+    const char *origin = "config.backend";
+    if (is_auto(name)) {
         name = getenv("EVLOOP_BACKEND");
+        origin = "EVLOOP_BACKEND";
+    }
     if (!is_auto(name))
-        return open_named(name, word, out, state, caps);
+        return open_named(origin, name, word, out, state, caps);
     int first_err = -ENOTSUP;
     for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
         refusal[0] = '\0';
@@ -88,5 +112,6 @@ int evloop__backend_open(const char *name, _Atomic uint32_t *word,
         if (first_err == -ENOTSUP)
             first_err = r;
     }
-    return first_err;
+    return evloop__error_set(first_err, "backend auto: none of the backends built here (%s) "
+                             "could start; first: %s", built_names(), fallback);
 }

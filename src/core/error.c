@@ -1,9 +1,39 @@
-/* evloop_strerror(): messages for the values evloop functions return. */
+/* evloop_strerror(): messages for the values evloop functions return; evloop_last_error():
+ * the detail of the last failure on this thread (which argument, variable or file), recorded
+ * through error.h by the failure sites that know it. */
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "evloop.h"
 #include "common.h"
+#include "error.h"
+
+/* Per thread, so a failure on one thread never overwrites another's detail; 256 bytes hold
+ * a path and a reason (a longer detail is cut short: it is read by people, not parsed). */
+static _Thread_local char last_error[256];
+
+void evloop__error_clear(void)
+{
+    last_error[0] = '\0';
+}
+
+int evloop__error_set(int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        last_error[0] = '\0';
+    return err;
+}
+
+EVLOOP_API const char *evloop_last_error(void)
+{
+    return last_error;
+}
 
 EVLOOP_API const char *evloop_strerror(int err)
 {
