@@ -1,0 +1,37 @@
+/* net_util: what the servers of the network family share besides the connection logic:
+ * their command line (--port, --backend), the listening socket, accepting and the "ready"
+ * line the driver (run_net.py) waits for. No loop calls in it. */
+#ifndef BENCH_NET_NET_UTIL_H
+#define BENCH_NET_NET_UTIL_H
+
+#include <stdint.h>
+
+/* The listen backlog: above the 1000 connections wrk opens at once. */
+#define NET_BACKLOG 4096
+
+struct net_opts {
+    int port;            /* --port N (default 8080) */
+    const char *backend; /* --backend NAME (evloop servers; NULL: "auto") */
+};
+
+/* Parses argv; on a bad argument prints the usage of prog and returns -1, else 0. It also
+ * ignores SIGPIPE: a write to a connection the client has closed must fail, not kill. */
+int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o);
+
+/* A non-blocking, close-on-exec TCP socket listening on 127.0.0.1:port, or -errno. */
+int net_listen(int port);
+
+/* Accepts one connection as a non-blocking, close-on-exec socket with TCP_NODELAY.
+ * Returns the fd, or -errno (-EAGAIN: none left). */
+int net_accept(int lfd);
+
+/* Sets TCP_NODELAY on fd (every server sends each response batch in one write). */
+void net_nodelay(int fd);
+
+/* Prints "ready" (what run_net.py waits for) with what the server is, and flushes. */
+void net_ready(const char *what, int port);
+
+/* Prints the server's count of requests on stderr when it exits. */
+void net_report(const char *what, uint64_t requests, uint64_t conns);
+
+#endif /* BENCH_NET_NET_UTIL_H */

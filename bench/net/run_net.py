@@ -1,0 +1,683 @@
+#!/usr/bin/env python3
+"""The network family of the evloop tournament: HTTP/1.1 keep-alive "hello" servers driven by wrk.
+
+One server per system (bench/net/server_*.c, all around the same connection logic,
+http_conn.c): evloop readiness per backend, evloop completion operations per backend (when
+built), libev ev_io and libuv uv_tcp streams. Each round runs every system at every
+connection count once, the order of systems rotated from round to round, each run a fresh
+server pinned to one CPU (taskset -c 1) and `wrk -t1 -cN -dSs --latency` pinned to another
+(taskset -c 0). Reported per system and connection count: the median req/s across rounds
+with its min-max spread, the medians of wrk's p50 and p99 latency, the ratios to libev and
+libuv, and the issue's targets met or missed. Here higher req/s is better: a req/s ratio
+above 1.00x means evloop wins; a p99 ratio below 1.00x means evloop wins.
+
+Writes into --out: net.json (every run and the medians), report.md and plots/net.png (when
+matplotlib is importable). Python 3 standard library only; matplotlib optional.
+bench/tournament.py runs this (--net-build) and puts its section into its report.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import resource
+import selectors
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# name: (binary, arguments, what it is). The evloop servers take the backend by name.
+SYSTEMS = {
+    "evloop/epoll": ("net_server_evloop", ["--backend", "epoll"], "evloop readiness"),
+    "evloop/io_uring": ("net_server_evloop", ["--backend", "io_uring"], "evloop readiness"),
+    "evloop/auto": ("net_server_evloop", ["--backend", "auto"], "evloop readiness"),
+    "evloop-ops/epoll": ("net_server_evloop_ops", ["--backend", "epoll"],
+                         "evloop completion ops"),
+    "evloop-ops/io_uring": ("net_server_evloop_ops", ["--backend", "io_uring"],
+                            "evloop completion ops"),
+    "libev": ("net_server_libev", [], "libev ev_io"),
+    "libuv": ("net_server_libuv", [], "libuv uv_tcp streams"),
+}
+BASELINES = ["libev", "libuv"]
+QUICK = {"rounds": 1, "duration": 1}
+FULL = {"rounds": 5, "duration": 3}
+BUSY = 0.3  # cores used by other processes above which a run counts as disturbed
+
+# The issue's targets: (label, system, reference, conns or None for all, kind, bar).
+# kind "rps": system's median req/s / reference's >= bar; "p99": system's median p99 /
+# reference's <= bar.
+TARGETS = [
+    ("readiness epoll >= 1.0x libev", "evloop/epoll", "libev", None, "rps", 1.0),
+    ("readiness epoll >= 1.0x libuv", "evloop/epoll", "libuv", None, "rps", 1.0),
+    ("readiness auto >= 1.0x libev", "evloop/auto", "libev", None, "rps", 1.0),
+    ("readiness auto >= 1.0x libuv", "evloop/auto", "libuv", None, "rps", 1.0),
+    ("readiness io_uring >= readiness epoll", "evloop/io_uring", "evloop/epoll", None, "rps",
+     1.0),
+    ("ops io_uring >= 1.25x readiness epoll", "evloop-ops/io_uring", "evloop/epoll",
+     (200, 1000), "rps", 1.25),
+    ("ops epoll >= 0.95x readiness epoll", "evloop-ops/epoll", "evloop/epoll", None, "rps",
+     0.95),
+] + [(f"{s} p99 <= libuv's", s, "libuv", None, "p99", 1.0)
+     for s in SYSTEMS if s.startswith("evloop")]
+
+
+# ---------------------------------------------------------------- machine
+
+def cpu_busy_seconds():
+    """Busy CPU seconds of the whole machine so far, from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def raise_fd_limit(need):
+    """1000 connections need more than the usual soft limit of 1024 fds (wrk and server
+    inherit ours)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def pinning(server_cpu, client_cpu):
+    """taskset prefixes for the server and wrk, or empty ones when the CPUs are not ours."""
+    try:
+        mine = os.sched_getaffinity(0)
+    except AttributeError:
+        mine = set()
+    if server_cpu in mine and client_cpu in mine and server_cpu != client_cpu and \
+            subprocess.run(["taskset", "-c", str(server_cpu), "true"]).returncode == 0:
+        return (["taskset", "-c", str(server_cpu)], ["taskset", "-c", str(client_cpu)])
+    print(f"warning: cannot pin to CPUs {server_cpu} and {client_cpu}; running unpinned",
+          file=sys.stderr, flush=True)
+    return [], []
+
+
+def wait_reap(pid, timeout):
+    """Waits for pid up to timeout seconds; returns (status, rusage) or None."""
+    deadline = time.monotonic() + timeout
+    while True:
+        wpid, status, ru = os.wait4(pid, os.WNOHANG)
+        if wpid == pid:
+            return status, ru
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+def cpu_of(ru):
+    return ru.ru_utime + ru.ru_stime
+
+
+# ---------------------------------------------------------------- one run
+
+class Server:
+    """One server process: started pinned, "ready" awaited, stopped with SIGTERM."""
+
+    def __init__(self, binary, args, port, prefix):
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(prefix + [binary, "--port", str(port)] + args,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.ready = self._wait_ready(10.0)
+
+    def _wait_ready(self, timeout):
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not sel.select(deadline - time.monotonic()):
+                break
+            line = self.proc.stdout.readline()
+            if not line:
+                break  # exited
+            if line.startswith("ready"):
+                return line.split(None, 1)[1].strip() if " " in line else "ready"
+        return None
+
+    def stop(self):
+        """SIGTERM, then the server's CPU seconds, exit status and stderr."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        got = wait_reap(self.proc.pid, 10.0)
+        if got is None:
+            self.proc.kill()
+            got = wait_reap(self.proc.pid, 5.0) or (-9, None)
+        status, ru = got
+        self.proc.returncode = os.waitstatus_to_exitcode(status) if status != -9 else -9
+        self.err.seek(0)
+        text = self.err.read()
+        self.err.close()
+        self.proc.stdout.close()
+        return (cpu_of(ru) if ru else None), self.proc.returncode, text
+
+
+UNIT = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
+
+
+def to_us(text):
+    m = re.match(r"([0-9.]+)([a-z]+)", text)
+    return float(m.group(1)) * UNIT[m.group(2)] if m and m.group(2) in UNIT else None
+
+
+def parse_wrk(out):
+    """req/s, p50 and p99 (us), requests, socket errors and non-2xx from wrk --latency."""
+    r = {}
+    m = re.search(r"^Requests/sec:\s+([0-9.]+)", out, re.M)
+    r["rps"] = float(m.group(1)) if m else None
+    for pct, key in (("50", "p50_us"), ("99", "p99_us")):
+        m = re.search(rf"^\s+{pct}%\s+(\S+)", out, re.M)
+        r[key] = to_us(m.group(1)) if m else None
+    m = re.search(r"^\s+(\d+) requests in", out, re.M)
+    r["requests"] = int(m.group(1)) if m else None
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    r["socket_errors"] = sum(int(x) for x in m.groups()) if m else 0
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    r["non_2xx"] = int(m.group(1)) if m else 0
+    return r
+
+
+def children_cpu():
+    return cpu_of(resource.getrusage(resource.RUSAGE_CHILDREN))
+
+
+def self_cpu():
+    return cpu_of(resource.getrusage(resource.RUSAGE_SELF))
+
+
+def run_one(build, system, conns, duration, port, pins):
+    """Runs one system at one connection count; returns a dict of its figures, with "error"
+    when something failed."""
+    binary, args, _ = SYSTEMS[system]
+    run = {"system": system, "conns": conns}
+    busy0, kids0, self0 = cpu_busy_seconds(), children_cpu(), self_cpu()
+    started = time.monotonic()
+    srv = Server(os.path.join(build, binary), args, port, pins[0])
+    if not srv.ready:
+        _, rc, err = srv.stop()
+        run["error"] = f"did not start (exit {rc}): {err.strip()[-300:]}"
+        return run
+    run["server"] = srv.ready
+    cmd = pins[1] + ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency",
+                     f"http://127.0.0.1:{port}/"]
+    wrk_started = time.monotonic()
+    kids1 = children_cpu()
+    wrk = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = wrk.communicate(timeout=duration + 30)
+    except subprocess.TimeoutExpired:
+        wrk.kill()
+        out, _ = wrk.communicate()
+        run["error"] = "wrk timed out"
+    wrk_s = max(time.monotonic() - wrk_started, 1e-3)
+    kids2 = children_cpu()  # communicate() reaped wrk: its CPU is in here now
+    srv_cpu, rc, err = srv.stop()
+    elapsed = max(time.monotonic() - started, 1e-3)
+    ours = (children_cpu() - kids0) + (self_cpu() - self0)
+    run.update(parse_wrk(out))
+    run["server_cpu_pct"] = round(100.0 * srv_cpu / wrk_s, 1) if srv_cpu is not None else None
+    run["wrk_cpu_pct"] = round(100.0 * (kids2 - kids1) / wrk_s, 1)
+    run["others_cores"] = round(max(0.0, (cpu_busy_seconds() - busy0 - ours) / elapsed), 3)
+    run["server_exit"] = rc
+    m = re.search(r"(\d+) requests on (\d+) connections", err)
+    if m:
+        run["server_requests"], run["server_conns"] = int(m.group(1)), int(m.group(2))
+    if rc != 0:
+        run["error"] = f"server exited with {rc}: {err.strip()[-300:]}"
+    elif run.get("rps") is None:
+        run.setdefault("error", "no Requests/sec in wrk's output: " + out.strip()[-300:])
+    return run
+
+
+# ---------------------------------------------------------------- protocol check
+
+def check_server(build, system, port, pins):
+    """Before measuring: a server must answer pipelined requests split at odd places, and
+    a request cut in two only once whole. Returns None or what went wrong."""
+    import socket
+    binary, args, _ = SYSTEMS[system]
+    srv = Server(os.path.join(build, binary), args, port, pins[0])
+    if not srv.ready:
+        _, rc, err = srv.stop()
+        return f"did not start (exit {rc}): {err.strip()[-300:]}"
+    req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    pieces = [req * 2 + req[:7], req[7:] + req[:-1], b"\n" + req[:-2], b"\r", b"\n"]
+    why = None
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            got = b""
+            for i, piece in enumerate(pieces):
+                sock.sendall(piece)
+                want = [2, 3, 4, 4, 5][i]
+                deadline = time.monotonic() + 5
+                while got.count(b"hello") < want and time.monotonic() < deadline:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+                if got.count(b"hello") != want or not got.startswith(b"HTTP/1.1 200 "):
+                    why = f"after piece {i + 1}: {got.count(b'hello')} responses, not {want}"
+                    break
+            if why is None:
+                sock.settimeout(0.2)
+                try:
+                    extra = sock.recv(65536)
+                except socket.timeout:
+                    extra = b""
+                if extra:
+                    why = f"{len(extra)} bytes beyond the 5 responses"
+    except OSError as e:
+        why = f"socket: {e}"
+    _, rc, err = srv.stop()
+    if why is None and rc != 0:
+        why = f"exited with {rc} on SIGTERM: {err.strip()[-300:]}"
+    return why
+
+
+# ---------------------------------------------------------------- rounds
+
+def available_systems(build, wanted):
+    out = []
+    for s in wanted:
+        if s not in SYSTEMS:
+            sys.exit(f"unknown system {s}; known: {', '.join(SYSTEMS)}")
+        if os.access(os.path.join(build, SYSTEMS[s][0]), os.X_OK):
+            out.append(s)
+        else:
+            print(f"note: {s}: no {SYSTEMS[s][0]} in {build}; skipped", flush=True)
+    return out
+
+
+def run_rounds(build, systems, conns_list, rounds, duration, port, pins):
+    """Every round runs every system at every connection count once; inside a connection
+    count the systems' order is rotated by one from round to round. A system whose server
+    does not start (its backend is not available here) is dropped from later runs."""
+    runs, dead = [], {}
+    total = rounds * len(systems) * len(conns_list)
+    done, t0 = 0, time.monotonic()
+    for rnd in range(rounds):
+        order = systems[rnd % len(systems):] + systems[:rnd % len(systems)]
+        for conns in conns_list:
+            for system in order:
+                done += 1
+                if system in dead:
+                    continue
+                run = run_one(build, system, conns, duration, port, pins)
+                run["round"] = rnd + 1
+                runs.append(run)
+                if "error" in run and run.get("server") is None:
+                    dead[system] = run["error"]
+                what = (f"ERROR {run['error'][:80]}" if "error" in run else
+                        f"{run['rps']:10.0f} req/s  p50 {fmt_us(run['p50_us']):>8s}  "
+                        f"p99 {fmt_us(run['p99_us']):>8s}  server {run['server_cpu_pct']}% "
+                        f"wrk {run['wrk_cpu_pct']}%  others {run['others_cores']:.2f}")
+                print(f"  [net round {rnd + 1}/{rounds} {done:3d}/{total} "
+                      f"{time.monotonic() - t0:4.0f}s] {system:20s} c={conns:<5d} {what}",
+                      flush=True)
+    return runs, dead
+
+
+def stats(vals):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "n": len(vals)}
+
+
+def summarize(runs):
+    """{system: {conns: {metric: {median, min, max, n}}}} over the runs without errors."""
+    cells = {}
+    for r in runs:
+        if "error" in r:
+            continue
+        c = cells.setdefault(r["system"], {}).setdefault(str(r["conns"]), {})
+        for k in ("rps", "p50_us", "p99_us", "server_cpu_pct", "wrk_cpu_pct"):
+            c.setdefault(k, []).append(r.get(k))
+    return {s: {n: {k: stats(v) for k, v in m.items()} for n, m in by.items()}
+            for s, by in cells.items()}
+
+
+def med(cells, system, conns, metric):
+    st = cells.get(system, {}).get(str(conns), {}).get(metric)
+    return st["median"] if st else None
+
+
+def half_spread(cells, system, conns, metric):
+    st = cells.get(system, {}).get(str(conns), {}).get(metric)
+    return (st["max"] - st["min"]) / 2 / st["median"] if st and st["median"] else 0.0
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def evaluate_targets(cells, conns_list):
+    out = []
+    for label, system, ref, only, kind, bar in TARGETS:
+        for conns in conns_list:
+            if only and conns not in only:
+                continue
+            metric = "rps" if kind == "rps" else "p99_us"
+            v = ratio(med(cells, system, conns, metric), med(cells, ref, conns, metric))
+            met = None if v is None else (v >= bar if kind == "rps" else v <= bar)
+            # A miss smaller than the wider relative spread (half of max - min) of the two
+            # figures is within the noise of this run.
+            noise = max(half_spread(cells, system, conns, metric),
+                        half_spread(cells, ref, conns, metric))
+            out.append({"target": label, "system": system, "reference": ref,
+                        "conns": conns, "kind": kind, "bar": bar, "value": v, "met": met,
+                        "within_spread": bool(v is not None and not met and
+                                              abs(v / bar - 1) <= noise)})
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+def fmt_us(v):
+    if v is None:
+        return "-"
+    return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.0f} us"
+
+
+def fmt_rps(v):
+    return "-" if v is None else f"{v / 1000:.1f}k"
+
+
+def fmt_x(v):
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def results_rows(cells, systems, conns_list):
+    rows = []
+    for conns in conns_list:
+        for s in systems:
+            st = cells.get(s, {}).get(str(conns))
+            if not st or not st.get("rps"):
+                continue
+            rps = st["rps"]
+            half = (rps["max"] - rps["min"]) / 2 / rps["median"] * 100 if rps["median"] else 0
+            cpu = st.get("server_cpu_pct")
+            cells_ratio = [fmt_x(ratio(rps["median"], med(cells, b, conns, "rps")))
+                           if not s.startswith(b) else "" for b in BASELINES]
+            rows.append([conns, f"`{s}`", fmt_rps(rps["median"]),
+                         f"{fmt_rps(rps['min'])}-{fmt_rps(rps['max'])} (±{half:.0f}%)",
+                         fmt_us(st["p50_us"]["median"] if st.get("p50_us") else None),
+                         fmt_us(st["p99_us"]["median"] if st.get("p99_us") else None),
+                         f"{cpu['median']:.0f}%" if cpu else "-"] + cells_ratio +
+                        [fmt_x(ratio(med(cells, s, conns, "p99_us"),
+                                     med(cells, "libuv", conns, "p99_us")))
+                         if s != "libuv" else ""])
+    return rows
+
+
+def verdict(t):
+    if t["value"] is None:
+        return "not run"
+    if t["met"]:
+        return f"{fmt_x(t['value'])} met"
+    noise = ", within the spread" if t.get("within_spread") else ""
+    if t["kind"] == "rps":
+        return (f"{fmt_x(t['value'])} **missed** ({(1 - t['value'] / t['bar']) * 100:.0f}% "
+                f"short{noise})")
+    return f"{fmt_x(t['value'])} **missed** ({(t['value'] / t['bar'] - 1) * 100:.0f}% over{noise})"
+
+
+def targets_rows(targets, conns_list):
+    """One row per target, one cell per connection count."""
+    rows, index = [], {}
+    for t in targets:
+        if t["target"] not in index:
+            index[t["target"]] = len(rows)
+            rows.append([t["target"]] + [""] * len(conns_list))
+        rows[index[t["target"]]][1 + conns_list.index(t["conns"])] = verdict(t)
+    return rows
+
+
+def section(summary, img_prefix="", level="##"):
+    """The report's markdown lines for one summary (net.json), plots linked under
+    img_prefix (so the tournament's report, one folder up, can embed them)."""
+    meta, cells = summary["meta"], summary["cells"]
+    systems, conns_list = meta["systems"], meta["conns"]
+    md = [f"{level} Network family: HTTP/1.1 keep-alive \"hello\" (wrk)", ""]
+    md.append(f"- {meta['date']}, `{meta['command']}`: {meta['rounds']} interleaved rounds "
+              f"x {meta['duration']} s per run; `wrk -t1 -cN -d{meta['duration']}s --latency` "
+              f"({meta.get('wrk', 'wrk')}) pinned with `{' '.join(meta['pin_client']) or 'no'}"
+              f"`, each server fresh per run, pinned with "
+              f"`{' '.join(meta['pin_server']) or 'no'}`; fd limit {meta['nofile']}")
+    servers = meta.get("servers", {})
+    if servers:
+        md.append("- the servers as they announced themselves: " +
+                  ", ".join(f"`{s}`: {servers[s]}" for s in systems if s in servers))
+    loads = [r.get("others_cores") or 0 for r in summary["runs"] if "error" not in r]
+    if loads:
+        busy = [r for r in summary["runs"] if (r.get("others_cores") or 0) > BUSY]
+        md.append(f"- other processes on the machine: {statistics.mean(loads):.2f} cores on "
+                  f"average during the runs, {max(loads):.2f} at worst" +
+                  (f"; **{len(busy)} of {len(loads)} runs disturbed** (> {BUSY} cores)"
+                   if busy else ""))
+    if meta["rounds"] < 5:
+        md.append(f"- **{meta['rounds']} round(s) only: the family asks for >= 5; "
+                  "indicative only.**")
+    for s, why in sorted(meta.get("dead", {}).items()):
+        md.append(f"- `{s}` did not run: {why}")
+    md.append("")
+    md.append("Every server shares `bench/net/http_conn.c` (count requests ending at "
+              "\"\\r\\n\\r\\n\", pipelining allowed; one canned 2xx response each), accepts "
+              "until EAGAIN and reads until EAGAIN or a short read. Higher req/s is better: "
+              "a req/s ratio above 1.00x means the row beats the baseline; for `p99 / libuv` "
+              "below 1.00x is better. req/s is the median across rounds with its min-max; "
+              "p50 and p99 are medians of wrk's per-run percentiles; server CPU is the "
+              "server's CPU time over the run's wall time (near 100%: the server is the "
+              "bottleneck; lower: wrk, on its one CPU, is).")
+    md.append("")
+    md += table(["conns", "system", "req/s", "min-max", "p50", "p99", "server CPU",
+                 "/ libev", "/ libuv", "p99 / libuv"],
+                results_rows(cells, systems, conns_list))
+    md.append("")
+    md.append(f"{level}# Targets (issue 12)")
+    md.append("")
+    md.append("Ratios of medians from this run: req/s of the row's system over the "
+              "reference's (at least the bar), or p99 over libuv's (at most 1.00x). \"within "
+              "the spread\": the miss is smaller than half the min-max spread across rounds "
+              "of either figure, relative to its median.")
+    md.append("")
+    md += table(["target"] + [f"{c} conns" for c in conns_list],
+                targets_rows(summary["targets"], conns_list))
+    md.append("")
+    if summary.get("plot"):
+        md.append(f"![network family]({img_prefix}{summary['plot']})")
+        md.append("")
+    errs = [r for r in summary["runs"] if "error" in r and r["system"] not in meta.get("dead", {})]
+    if errs:
+        md.append(f"{level}# Failed runs")
+        md.append("")
+        md += [f"- round {r['round']} `{r['system']}` c={r['conns']}: {r['error']}"
+               for r in errs]
+        md.append("")
+    return md
+
+
+def headline(summary):
+    """Text lines: the evloop systems' req/s ratios to libev and libuv per connection count."""
+    cells, meta = summary["cells"], summary["meta"]
+    lines = []
+    for s in meta["systems"]:
+        if s in BASELINES or s not in cells:
+            continue
+        parts = []
+        for conns in meta["conns"]:
+            parts.append(f"c={conns}: " + " / ".join(
+                fmt_x(ratio(med(cells, s, conns, "rps"), med(cells, b, conns, "rps")))
+                for b in BASELINES))
+        lines.append(f"  {s:20s} (vs libev / libuv) " + "   ".join(parts))
+    return lines
+
+
+def make_plot(summary, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"plot skipped: {sys.executable} cannot import matplotlib "
+              "(Debian: apt-get install python3-matplotlib)", flush=True)
+        return None
+    cells, meta = summary["cells"], summary["meta"]
+    systems = [s for s in meta["systems"] if s in cells]
+    conns_list = meta["conns"]
+    if not systems:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5))
+    width = 0.8 / len(systems)
+    palette = plt.get_cmap("tab10")
+    for i, s in enumerate(systems):
+        xs, ys, lo, hi, p50, p99 = [], [], [], [], [], []
+        for k, conns in enumerate(conns_list):
+            st = cells[s].get(str(conns), {})
+            if not st.get("rps"):
+                continue
+            xs.append(k + i * width)
+            ys.append(st["rps"]["median"])
+            lo.append(st["rps"]["median"] - st["rps"]["min"])
+            hi.append(st["rps"]["max"] - st["rps"]["median"])
+            p50.append(st["p50_us"]["median"] if st.get("p50_us") else 0)
+            p99.append(st["p99_us"]["median"] if st.get("p99_us") else 0)
+        ax1.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=palette(i % 10), label=s)
+        ax2.bar(xs, p99, width, color=palette(i % 10), alpha=0.35)
+        ax2.bar(xs, p50, width, color=palette(i % 10), label=s)
+    for ax in (ax1, ax2):
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(conns_list))])
+        ax.set_xticklabels([f"{c} connections" for c in conns_list])
+    ax1.set_ylabel("requests per second (median, min-max bars)")
+    ax1.set_title("HTTP/1.1 keep-alive throughput (higher is better)")
+    ax1.legend(fontsize=8)
+    ax2.set_yscale("log")
+    ax2.set_ylabel("latency, us")
+    ax2.set_title("wrk latency: p50 (solid) and p99 (pale), lower is better")
+    fig.suptitle(f"network family, {meta['rounds']} rounds x {meta['duration']} s")
+    fig.tight_layout()
+    pdir = os.path.join(outdir, "plots")
+    os.makedirs(pdir, exist_ok=True)
+    fig.savefig(os.path.join(pdir, "net.png"), dpi=110)
+    plt.close(fig)
+    return "plots/net.png"
+
+
+# ---------------------------------------------------------------- main
+
+def wrk_version():
+    try:
+        out = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    m = re.search(r"wrk (\S+)", out)
+    return "wrk " + m.group(1) if m else "wrk"
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(root, "build-bench"),
+                    help="CMake build folder (with -DEVLOOP_BUILD_BENCH=ON), or its bench/net")
+    ap.add_argument("--quick", action="store_true",
+                    default=os.environ.get("EVLOOP_BENCH_QUICK", "") not in ("", "0"),
+                    help="1 round x 1 s: a smoke run (also EVLOOP_BENCH_QUICK=1)")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 5, quick 1)")
+    ap.add_argument("--duration", type=int, help="seconds per wrk run (default 3, quick 1)")
+    ap.add_argument("--conns", default="10,200,1000", help="connection counts")
+    ap.add_argument("--systems", default=",".join(SYSTEMS),
+                    help="comma-separated, of: " + ", ".join(SYSTEMS))
+    ap.add_argument("--port", type=int, default=18380)
+    ap.add_argument("--server-cpu", type=int, default=1)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--out", help="results folder (default bench/results/net, or "
+                                  "bench/results/net-quick with --quick)")
+    ap.add_argument("--from-json", help="only rebuild the report from this net.json")
+    args = ap.parse_args()
+
+    mode = QUICK if args.quick else FULL
+    outdir = args.out or os.path.join(os.path.dirname(here), "results",
+                                      "net-quick" if args.quick else "net")
+    os.makedirs(outdir, exist_ok=True)
+    if args.from_json:
+        with open(args.from_json) as f:
+            summary = json.load(f)
+    else:
+        summary = measure(args, mode)
+    summary["plot"] = make_plot(summary, outdir)
+    with open(os.path.join(outdir, "net.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    report = os.path.join(outdir, "report.md")
+    with open(report, "w") as f:
+        f.write("\n".join(["# evloop network family", ""] + section(summary, "", "##")))
+    print("\nreq/s, evloop / libev and evloop / libuv (medians):")
+    print("\n".join(headline(summary)))
+    missed = [t for t in summary["targets"] if t["met"] is False]
+    print(f"targets: {sum(1 for t in summary['targets'] if t['met'])} met, {len(missed)} "
+          f"missed, {sum(1 for t in summary['targets'] if t['met'] is None)} not run")
+    print(f"report: {report}")
+    failed = [r for r in summary["runs"] if "error" in r]
+    return 1 if failed and len(failed) == len(summary["runs"]) else 0
+
+
+def measure(args, mode):
+    build = args.build
+    if os.path.isdir(os.path.join(build, "bench", "net")):
+        build = os.path.join(build, "bench", "net")
+    rounds = args.rounds or mode["rounds"]
+    duration = args.duration or mode["duration"]
+    conns_list = [int(c) for c in args.conns.split(",") if c]
+    systems = available_systems(build, [s for s in args.systems.split(",") if s])
+    if not systems:
+        sys.exit(f"no network servers in {build}: build the target net_servers "
+                 "(cmake --build BUILD --target net_servers)")
+    if subprocess.run(["sh", "-c", "command -v wrk"], capture_output=True).returncode != 0:
+        sys.exit("no wrk in PATH (Debian: apt-get install wrk)")
+    nofile = raise_fd_limit(max(conns_list) * 2 + 256)
+    pins = pinning(args.server_cpu, args.client_cpu)
+    command = os.environ.get("EVLOOP_NET_COMMAND") or " ".join(
+        [os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    print(f"network family: {len(systems)} systems x {len(conns_list)} connection counts x "
+          f"{rounds} rounds x {duration} s", flush=True)
+    t0 = time.monotonic()
+    dead = {}
+    for s in systems:
+        why = check_server(build, s, args.port, pins)
+        if why:
+            print(f"  {s}: protocol check failed: {why}; not measured", flush=True)
+            dead[s] = "protocol check: " + why
+    if len(dead) == len(systems):
+        sys.exit("no server passed the protocol check")
+    runs, dead2 = run_rounds(build, [s for s in systems if s not in dead], conns_list,
+                             rounds, duration, args.port, pins)
+    dead.update(dead2)
+    cells = summarize(runs)
+    # "evloop-arena/io_uring readiness 127.0.0.1:18380" -> without the address.
+    servers = {r["system"]: r["server"].rsplit(" ", 1)[0] for r in runs if r.get("server")}
+    meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "elapsed_s": round(time.monotonic() - t0, 1), "command": command,
+            "rounds": rounds, "duration": duration, "conns": conns_list,
+            "systems": [s for s in systems if s not in dead or s in cells],
+            "dead": dead, "servers": servers, "wrk": wrk_version(), "nofile": nofile,
+            "pin_server": pins[0], "pin_client": pins[1]}
+    return {"meta": meta, "runs": runs, "cells": cells,
+            "targets": evaluate_targets(cells, conns_list)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
