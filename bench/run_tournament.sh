@@ -7,7 +7,8 @@
 #   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run (about two minutes)
 #
 # Further arguments go to tournament.py (--rounds N, --min-time S, --filter RE, --out DIR,
-# --sweep full|lite|none, --no-tuned).
+# --sweep full|lite|none, --no-tuned, --net-options='--rounds 5 --duration 5').
+# After the rounds it runs the network family (bench/net/run_net.py: HTTP servers under wrk).
 # EVLOOP_BENCH_BUILD_DIR picks the build folder (default build-bench at the top).
 set -eu
 
@@ -16,7 +17,7 @@ EVLOOP_TOURNAMENT_COMMAND="$0${*:+ $*}"
 export EVLOOP_TOURNAMENT_COMMAND
 BUILD=${EVLOOP_BENCH_BUILD_DIR:-$ROOT/build-bench}
 PACKAGES="build-essential cmake pkg-config binutils coreutils python3 python3-matplotlib
-          libbenchmark-dev libev-dev libuv1-dev liburing-dev"
+          libbenchmark-dev libev-dev libuv1-dev liburing-dev wrk"
 
 missing=""
 for p in $PACKAGES; do
@@ -42,10 +43,18 @@ cmake --build "$BUILD" -j"$(nproc)" --target evloop_bench
 cmake --build "$BUILD" -j"$(nproc)" --target evloop_autotune ||
     echo "run_tournament: evloop_autotune did not build; the report will have no tuned column"
 
+# The network family's servers (bench/net, driven by wrk); without them the report has no
+# network section.
+NET_BUILD="--net-build=$BUILD"
+cmake --build "$BUILD" -j"$(nproc)" --target net_servers || {
+    echo "run_tournament: bench/net's servers did not build; the report will have no network family"
+    NET_BUILD=""
+}
+
 # Debian's python3-matplotlib belongs to the system interpreter; a python3 earlier in PATH
 # (pyenv, a venv) may not see it.
 PYTHON=python3
 if [ -x /usr/bin/python3 ]; then
     PYTHON=/usr/bin/python3
 fi
-exec "$PYTHON" "$ROOT/bench/tournament.py" --bench "$BUILD/bench/evloop_bench" "$@"
+exec "$PYTHON" "$ROOT/bench/tournament.py" --bench "$BUILD/bench/evloop_bench" ${NET_BUILD:+"$NET_BUILD"} "$@"

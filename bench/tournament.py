@@ -880,6 +880,52 @@ def make_plots(data, summary, outdir):
     return written
 
 
+# ---------------------------------------------------------------- network family (bench/net)
+# The HTTP servers under wrk are not google-benchmark families: bench/net/run_net.py runs
+# them (after the rounds, with --net-build) into <out>/net/, and its section joins the report.
+
+def run_net_family(build, outdir, quick, options):
+    """Runs bench/net/run_net.py into outdir/net; returns True when it wrote net.json."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    netdir = os.path.join(outdir, "net")
+    stale = os.path.join(netdir, "net.json")
+    if os.path.exists(stale):
+        os.remove(stale)  # an old run's figures must not pass for this run's
+    cmd = [sys.executable, os.path.join(here, "net", "run_net.py"), "--build", build,
+           "--out", netdir] + (["--quick"] if quick else []) + options
+    print(f"network family: {' '.join(cmd[1:])}", flush=True)
+    env = dict(os.environ, EVLOOP_NET_COMMAND="bench/net/run_net.py " + " ".join(
+        (["--quick"] if quick else []) + options) + " (from the tournament)")
+    try:
+        rc = subprocess.run(cmd, env=env, timeout=3600).returncode
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"warning: the network family failed: {e}", file=sys.stderr, flush=True)
+        return False
+    if rc != 0:
+        print(f"warning: bench/net/run_net.py exited with {rc}", file=sys.stderr, flush=True)
+    return os.path.exists(stale)
+
+
+def net_summary(outdir):
+    """(run_net module, the net.json of outdir/net) or (None, None)."""
+    path = os.path.join(outdir, "net", "net.json")
+    if not os.path.exists(path):
+        return None, None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "net"))
+    try:
+        import run_net
+        with open(path) as f:
+            return run_net, json.load(f)
+    except (ImportError, OSError, ValueError) as e:
+        print(f"warning: cannot read {path}: {e}", file=sys.stderr, flush=True)
+        return None, None
+
+
+def net_section(outdir):
+    run_net, summary = net_summary(outdir)
+    return run_net.section(summary, "net/", "##") if summary else []
+
+
 # ---------------------------------------------------------------- report
 
 def machine_info(context):
@@ -1023,6 +1069,8 @@ def write_report(outdir, summary, data, errors, meta, plots):
         md.append("")
         md.append(ft)
         md.append("")
+    if meta.get("net"):
+        md += net_section(outdir)
     md += sweep_section(summary, meta)
     md.append("## Medians")
     md.append("")
@@ -1134,6 +1182,12 @@ def main():
     ap.add_argument("--autotune-seconds", type=float,
                     help="its --seconds (default 2, quick 0.5)")
     ap.add_argument("--no-tuned", action="store_true", help="no tuned column")
+    ap.add_argument("--net-build", help="CMake build folder holding bench/net's servers "
+                                        "(target net_servers): runs the network family "
+                                        "(bench/net/run_net.py) after the rounds")
+    ap.add_argument("--net-options", default="",
+                    help="more options for run_net.py, as one word: "
+                         "--net-options='--rounds 5 --duration 5'")
     ap.add_argument("--from-json", nargs="*", help="only rebuild the report from these "
                                                    "round JSON files")
     args = ap.parse_args()
@@ -1203,6 +1257,12 @@ def main():
             foreign += loads
         if not paths:
             sys.exit("no round produced results")
+    net_ran = False
+    if args.net_build and not args.from_json:
+        wait_for_quiet(args.quiet_wait)
+        net_ran = run_net_family(args.net_build, outdir, args.quick, args.net_options.split())
+    elif args.from_json:
+        net_ran = os.path.exists(os.path.join(outdir, "net", "net.json"))
 
     # A round is a round-N folder of per-family files (or a lone JSON file of a whole run).
     nrounds = len({os.path.dirname(os.path.abspath(p))
@@ -1214,7 +1274,7 @@ def main():
             "elapsed_s": time.monotonic() - started, "machine": machine_info(context),
             "load_before": load_before, "load_after": loadavg(), "command": command,
             "rounds": nrounds, "min_time": min_time, "foreign_load": foreign,
-            "sweep": sweep_meta, "profile": profile_meta}
+            "sweep": sweep_meta, "profile": profile_meta, "net": net_ran}
     plots = make_plots(data, summary, outdir)
     targets, _ = target_rows(summary)
     with open(os.path.join(outdir, "summary.json"), "w") as f:
@@ -1245,6 +1305,11 @@ def main():
               "spinning benchmarks are then set by the scheduler, not the loop")
     if errors:
         print(f"\n{len(errors)} benchmark runs reported errors; see {report}")
+    run_net, net = net_summary(outdir) if net_ran else (None, None)
+    if net:
+        print()
+        print("network family, req/s evloop / libev and evloop / libuv (above 1.00x evloop wins):")
+        print("\n".join(run_net.headline(net)))
     print(f"\nreport: {report}")
     return 0
 
