@@ -1,6 +1,10 @@
 # The library targets. Every variant is built as its own static library
 # (evloop_arena, evloop_chunk) so tests, benchmarks and the Python module can use both
-# from one build; `evloop` (alias evloop::evloop) is the variant EVLOOP_INGRESS names.
+# from one build; `evloop` (alias evloop::evloop) is the variant EVLOOP_INGRESS names, the
+# one that is installed: static, or shared with BUILD_SHARED_LIBS. With
+# EVLOOP_BUNDLE_LIBURING (default) `evloop` carries the liburing code it uses (see
+# docs/design.md, "Build, packaging and linking"), so a program linked with -levloop alone
+# starts without liburing.so.2, and a consumer's configure never looks for liburing.
 find_package(Threads REQUIRED)
 
 if(EVLOOP_WAKE STREQUAL "auto")
@@ -17,6 +21,9 @@ set(EVLOOP_CORE_SOURCES
     src/core/loop.c
     src/core/tick.c
     src/core/submit.c
+    src/core/sleep.c
+    src/core/barrier.c
+    src/core/callback.c
     src/core/timer.c
     src/core/io.c
     src/core/backend.c
@@ -35,7 +42,7 @@ endif()
 if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/io_uring.c)
     find_package(PkgConfig QUIET)
     if(PkgConfig_FOUND)
-        pkg_check_modules(LIBURING QUIET IMPORTED_TARGET liburing)
+        pkg_check_modules(LIBURING QUIET IMPORTED_TARGET GLOBAL liburing)
     endif()
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
@@ -57,11 +64,35 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/kqueue/kqueue.c AND
     list(APPEND EVLOOP_BACKENDS kqueue)
     list(APPEND EVLOOP_BACKEND_SOURCES src/backends/kqueue/kqueue.c)
 endif()
-message(STATUS "evloop: ingress ${EVLOOP_INGRESS}, wake ${EVLOOP_WAKE}, backends ${EVLOOP_BACKENDS}")
+# How `evloop` gets liburing: "bundled" (liburing.a folded in), "shared" (linked to
+# liburing.so: programs then need it to start), or "none" (no io_uring backend).
+set(EVLOOP_LIBURING_MODE none)
+if(io_uring IN_LIST EVLOOP_BACKENDS)
+    set(EVLOOP_LIBURING_MODE shared)
+    if(EVLOOP_BUNDLE_LIBURING)
+        find_library(EVLOOP_LIBURING_ARCHIVE NAMES liburing.a
+                     HINTS ${LIBURING_LIBDIR} ${LIBURING_LIBRARY_DIRS})
+        if(EVLOOP_LIBURING_ARCHIVE AND CMAKE_LINKER AND CMAKE_OBJCOPY AND CMAKE_NM AND CMAKE_AR)
+            set(EVLOOP_LIBURING_MODE bundled)
+        else()
+            message(WARNING "evloop: EVLOOP_BUNDLE_LIBURING: no liburing.a (or no ld, objcopy, "
+                            "nm, ar): libevloop links liburing.so, and programs need it to start")
+        endif()
+    endif()
+endif()
+message(STATUS "evloop: ingress ${EVLOOP_INGRESS}, wake ${EVLOOP_WAKE}, backends "
+               "${EVLOOP_BACKENDS}, liburing ${EVLOOP_LIBURING_MODE}")
 
-# evloop_add_library(target variant): one static library of the core + one variant.
+# evloop_add_library(target variant [SHARED] [BUNDLE]): the core + one variant, static unless
+# SHARED. BUNDLE: liburing.a goes inside (see EVLOOP_LIBURING_MODE) instead of being a link
+# dependency of the target.
 function(evloop_add_library target variant)
-    add_library(${target} STATIC ${EVLOOP_CORE_SOURCES} ${EVLOOP_BACKEND_SOURCES}
+    cmake_parse_arguments(ARG "SHARED;BUNDLE" "" "" ${ARGN})
+    set(type STATIC)
+    if(ARG_SHARED)
+        set(type SHARED)
+    endif()
+    add_library(${target} ${type} ${EVLOOP_CORE_SOURCES} ${EVLOOP_BACKEND_SOURCES}
                 src/variants/${variant}/${variant}.c)
     target_include_directories(${target}
         PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>
@@ -72,12 +103,47 @@ function(evloop_add_library target variant)
     endforeach()
     target_compile_definitions(${target} PRIVATE _GNU_SOURCE)
     set_target_properties(${target} PROPERTIES C_VISIBILITY_PRESET hidden)
-    target_link_libraries(${target} PUBLIC Threads::Threads PRIVATE ${EVLOOP_BACKEND_LIBS})
+    target_link_libraries(${target} PUBLIC Threads::Threads)
+    set(libs ${EVLOOP_BACKEND_LIBS})
+    if(ARG_BUNDLE)
+        # liburing's headers to compile, not its library to link: it goes inside.
+        list(REMOVE_ITEM libs PkgConfig::LIBURING)
+        target_include_directories(${target} SYSTEM PRIVATE ${LIBURING_INCLUDE_DIRS})
+        target_compile_options(${target} PRIVATE ${LIBURING_CFLAGS_OTHER})
+        if(ARG_SHARED)
+            # Linked in, and its symbols kept out of the export table: the .so exports
+            # the evloop_* API only (everything of ours is -fvisibility=hidden).
+            target_link_libraries(${target} PRIVATE ${EVLOOP_LIBURING_ARCHIVE})
+            get_filename_component(archive_name ${EVLOOP_LIBURING_ARCHIVE} NAME)
+            target_link_options(${target} PRIVATE "LINKER:--exclude-libs,${archive_name}")
+        else()
+            # The archive is rewritten after it is made: one relocatable object of ours and
+            # liburing's members we use, every symbol but the evloop_* API made local.
+            add_custom_command(TARGET ${target} POST_BUILD
+                COMMAND ${CMAKE_COMMAND} -DARCHIVE=$<TARGET_FILE:${target}>
+                        -DLIBURING=${EVLOOP_LIBURING_ARCHIVE} -DLD=${CMAKE_LINKER}
+                        -DOBJCOPY=${CMAKE_OBJCOPY} -DNM=${CMAKE_NM} -DAR=${CMAKE_AR}
+                        -P ${PROJECT_SOURCE_DIR}/cmake/EvloopFoldArchive.cmake
+                COMMENT "Folding liburing into $<TARGET_FILE_NAME:${target}>"
+                VERBATIM)
+        endif()
+    endif()
+    target_link_libraries(${target} PRIVATE ${libs})
     evloop_set_warnings(${target})
     evloop_set_sanitizers(${target})
 endfunction()
 
 evloop_add_library(evloop_arena arena)
 evloop_add_library(evloop_chunk chunk)
-evloop_add_library(evloop ${EVLOOP_INGRESS})
+set(evloop_kind)
+if(BUILD_SHARED_LIBS)
+    set(evloop_kind SHARED)
+endif()
+if(EVLOOP_LIBURING_MODE STREQUAL "bundled")
+    evloop_add_library(evloop ${EVLOOP_INGRESS} ${evloop_kind} BUNDLE)
+else()
+    evloop_add_library(evloop ${EVLOOP_INGRESS} ${evloop_kind})
+endif()
+set_target_properties(evloop PROPERTIES VERSION ${PROJECT_VERSION}
+                      SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
 add_library(evloop::evloop ALIAS evloop)

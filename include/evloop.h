@@ -48,6 +48,11 @@ typedef struct evloop_config {
     bool auto_exit;        /* run() returns once no task, timer or fd is left */
     const char *profile;   /* a saved evloop_profile to start from (see evloop_autotune);
                               NULL: $EVLOOP_PROFILE if set and non-empty; "": none */
+    const char *fence;     /* how a submit is ordered against the loop going to sleep:
+                              NULL or "auto" ($EVLOOP_FENCE if set, else "membarrier" where
+                              the kernel allows it, else "seq_cst"); "membarrier": producers
+                              pay a compiler barrier, the loop a membarrier() per sleep;
+                              "seq_cst": producers pay a full fence per submit */
 } evloop_config;
 
 /* Counters of one loop, read with evloop_stats(). Counts are since evloop_new(). */
@@ -64,14 +69,19 @@ struct evloop_stats {
     uint64_t spin_hits;         /* spins before sleeping that found work (no syscall either side) */
     uint64_t spin_misses;       /* spins that found nothing and went on to sleep */
     uint64_t spin_preemptions;  /* spins that lost their CPU: spinning paused (oversubscribed) */
-    uint64_t ingress_overflows; /* past the preallocated ingress: arena: tasks spilled to the
-                                   overflow list; chunk: chunks allocated beyond the pool */
+    uint64_t ingress_overflows; /* 128-task blocks (arena: lane segments; chunk: chunks)
+                                   allocated beyond the external queue's preallocated pool */
     unsigned batch_budget;      /* external tasks per tick now in force */
     int64_t spin_ns;            /* spin window now in force, ns */
     const char *backend;        /* "epoll", "io_uring", "kqueue" */
     const char *ingress;        /* "arena" or "chunk" */
     const char *fallback;       /* why "auto" did not get its first choice; "" if it did */
     bool profile_loaded;        /* evloop_new loaded a profile (config or $EVLOOP_PROFILE) */
+    const char *fence;          /* "membarrier" or "seq_cst": chosen at evloop_new, fixed */
+    const char *fence_reason;   /* "" for membarrier; else why producers fence (asked for,
+                                   membarrier refused, a ThreadSanitizer build) */
+    uint64_t lanes;             /* arena: producer lanes of the external queue now (one per
+                                   thread that submitted and has not exited); chunk: 0 */
 };
 
 /* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit,
@@ -79,6 +89,8 @@ struct evloop_stats {
 EVLOOP_API void evloop_config_init(evloop_config *cfg);
 
 /* Creates a loop. cfg may be NULL (the defaults of evloop_config_init). Any thread.
+ * cfg->fence "membarrier" fails with -ENOTSUP where membarrier() is refused; an unknown
+ * fence name (config or $EVLOOP_FENCE) is -EINVAL.
  * A profile (cfg->profile, else $EVLOOP_PROFILE) sets what the config leaves adaptive: the
  * starting spin window and its cap (spin_ns -1), the starting batch budget (batch_budget 0)
  * and the backend tried first ("auto" with $EVLOOP_BACKEND unset; auto if it cannot start).

@@ -5,6 +5,7 @@
 #define EVLOOP_BACKEND_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* One readiness report: tag as given to add/modify, events as EVLOOP_* bits. */

@@ -1,22 +1,28 @@
 /* The build-time seam for the external queue: a multi-producer, single-consumer task
- * queue. src/variants/arena/ and src/variants/chunk/ each implement these symbols;
- * CMake compiles exactly one into a library, and the core calls them directly.
+ * queue. src/variants/arena/ (per-producer lanes) and src/variants/chunk/ (mutex + chunk
+ * pool) each implement these symbols; CMake compiles exactly one into a library, and the
+ * core calls them directly.
  *
  * Contract (who may call what concurrently):
  *
- *   function        | callers
- *   ----------------+------------------------------------------------------------
- *   _push           | any thread, concurrently with everything but _free
- *   _close          | any thread, concurrently with everything but _free
- *   _drain          | the consumer only (one thread at a time)
- *   _is_empty       | the consumer only
- *   _new / _free    | one thread, no other call in flight
+ *   function              | callers
+ *   ----------------------+------------------------------------------------------------
+ *   _push, _push_batch    | any thread but the consumer, concurrently with all but _free
+ *   _close                | any thread, concurrently with everything but _free
+ *   _drain, _is_empty,    | the consumer only (one thread at a time)
+ *   _backlog, _fenced,    |
+ *   _wants_fence          |
+ *   _new / _free          | one thread, no other call in flight
  *
- * Ordering: pushes from one thread are drained in the order they were made; nothing a
- * push accepted (returned 0) is lost: it stays drainable after _close.
- * Wake protocol: _push ends with a seq_cst atomic operation on the word that _is_empty
- * reads with a seq_cst load, so a producer may read the loop's sleep word (seq_cst)
- * right after _push and the Dekker handshake of design.md holds. */
+ * Ordering: pushes from one thread are drained in the order they were made, within and
+ * across batches; nothing a push accepted (returned 0) is lost: it stays drainable after
+ * _close, and once _close has returned every push either was refused or is drainable.
+ *
+ * Wake protocol (sleep.h): a push publishes with release stores and no full fence; the
+ * caller then calls evloop__sleep_notify(), whose light barrier orders the publication
+ * before its read of the sleep word. The consumer announces sleep (heavy barrier), calls
+ * _fenced(), then _is_empty(): a push published before the heavy barrier is seen there.
+ * fence (enum evloop__fence) is the loop's barrier mode, fixed at _new. */
 #ifndef EVLOOP_INGRESS_H
 #define EVLOOP_INGRESS_H
 
@@ -34,29 +40,46 @@ struct evloop__task {
 struct evloop__ingress;
 
 /* capacity: tasks the queue holds without allocating (rounded up as the variant needs). */
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity);
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence);
 void evloop__ingress_free(struct evloop__ingress *q);
 
 /* 0, -ESHUTDOWN after _close, -ENOMEM (nothing accepted then). */
 int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg);
 
-/* Moves up to max tasks, oldest first, into out; returns how many. May return 0 while
- * _is_empty() is false (a producer is between reserving and publishing). */
+/* All n tasks (n >= 1, every cb non-NULL), in order, with one publication; all accepted
+ * or none. Returns as _push. */
+int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__task *tasks,
+                               size_t n);
+
+/* Moves up to max tasks into out; returns how many. Each producer's tasks come oldest
+ * first. May return 0 while _is_empty() is false (a publication not visible yet). */
 size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out, size_t max);
 
-/* True when every accepted push has been drained. */
+/* True when every push published before the consumer's last heavy barrier (or fence) has
+ * been drained, and nothing newer is visible. */
 bool evloop__ingress_is_empty(struct evloop__ingress *q);
 
-/* About how many tasks are waiting (claimed or pushed, not drained): a hint, read with
- * relaxed loads. Consumer only. */
+/* About how many tasks are waiting: a hint, read with relaxed loads. */
 size_t evloop__ingress_backlog(struct evloop__ingress *q);
 
-/* Refuses every later push with -ESHUTDOWN. Idempotent. A push that is refused acquires
- * the close: what the closing thread did before _close() is visible to that producer. */
+/* The consumer has just executed evloop__barrier_heavy(): state it kept because a
+ * producer might not yet see its stores (arena: lanes on probation) can be settled. */
+void evloop__ingress_fenced(struct evloop__ingress *q);
+
+/* True when the variant would like a heavy barrier soon (arena: many lanes on probation,
+ * which every drain re-checks until one comes). The loop then calls the barrier and
+ * _fenced(). */
+bool evloop__ingress_wants_fence(struct evloop__ingress *q);
+
+/* Refuses every later push with -ESHUTDOWN. Idempotent. Returns once every push that
+ * raced it is either refused or published. */
 void evloop__ingress_close(struct evloop__ingress *q);
 
-/* Tasks that did not fit the preallocated part (0 for a variant without one). */
+/* Tasks or segments that did not fit the preallocated part (0 for none). */
 uint64_t evloop__ingress_overflows(struct evloop__ingress *q);
+
+/* Producer lanes registered now (arena; 0 for a variant without lanes). */
+uint64_t evloop__ingress_lanes(struct evloop__ingress *q);
 
 /* "arena" or "chunk". */
 const char *evloop__ingress_name(void);

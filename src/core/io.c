@@ -3,7 +3,7 @@
  * new generation carried in the backend tag, so readiness reported for a removed (or
  * removed and re-added) fd is dropped: no callback starts after evloop_io_remove().
  * Registering the first fd or removing the last switches the loop between futex sleep
- * and poller sleep; from another thread that change wakes the loop (evloop__kick). */
+ * and poller sleep; from another thread that change wakes the loop (evloop__sleep_kick). */
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -63,7 +63,7 @@ static bool count_change(evloop *loop, bool added)
 static void announce_switch(evloop *loop, bool switched)
 {
     if (switched && !evloop__on_loop_thread(loop))
-        evloop__kick(loop);
+        evloop__sleep_kick(&loop->sleep);
 }
 
 EVLOOP_API int evloop_io_add(evloop *loop, int fd, unsigned events, evloop_io_cb cb, void *arg)

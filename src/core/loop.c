@@ -23,7 +23,8 @@ EVLOOP_API void evloop_config_init(evloop_config *cfg)
 {
     if (cfg)
         *cfg = (evloop_config){
-            .backend = NULL, .batch_budget = 0, .spin_ns = -1, .auto_exit = false, .profile = NULL};
+            .backend = NULL, .batch_budget = 0, .spin_ns = -1, .auto_exit = false, .profile = NULL,
+            .fence = NULL};
 }
 
 static void destroy(evloop *loop)
@@ -33,7 +34,7 @@ static void destroy(evloop *loop)
     evloop__ingress_free(loop->external);
     evloop__ingress_free(loop->internal);
     evloop__ingress_free(loop->remote_micro);
-    evloop__waker_free(loop->waker);
+    evloop__sleep_destroy(&loop->sleep);
     evloop__taskq_destroy(&loop->local);
     evloop__taskq_destroy(&loop->local_internal);
     evloop__taskq_destroy(&loop->micro);
@@ -87,12 +88,12 @@ static int open_backend(evloop *loop, const evloop_config *cfg, const struct evl
 {
     if (p && names_auto(cfg->backend) && names_auto(getenv("EVLOOP_BACKEND")) &&
         !names_auto(p->backend)) {
-        int refused = evloop__backend_open(p->backend, &loop->sleep_word, &loop->backend,
+        int refused = evloop__backend_open(p->backend, &loop->sleep.word, &loop->backend,
                                            &loop->backend_state, &loop->backend_caps,
                                            loop->fallback, sizeof(loop->fallback));
         if (refused == 0)
             return 0;
-        int r = evloop__backend_open(NULL, &loop->sleep_word, &loop->backend, &loop->backend_state,
+        int r = evloop__backend_open(NULL, &loop->sleep.word, &loop->backend, &loop->backend_state,
                                      &loop->backend_caps, loop->fallback, sizeof(loop->fallback));
         if (r == 0) {
             evloop__error_clear(); /* the profile's choice failing is no failure of the call */
@@ -104,23 +105,28 @@ static int open_backend(evloop *loop, const evloop_config *cfg, const struct evl
         }
         return r;
     }
-    return evloop__backend_open(cfg->backend, &loop->sleep_word, &loop->backend,
+    return evloop__backend_open(cfg->backend, &loop->sleep.word, &loop->backend,
                                 &loop->backend_state, &loop->backend_caps, loop->fallback,
                                 sizeof(loop->fallback));
 }
 
 static int create_parts(evloop *loop, const evloop_config *cfg, const struct evloop_profile *p)
 {
-    int r;
-    if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY)) < 0 ||
-        (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY)) < 0 ||
-        (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY)) < 0 ||
-        (r = evloop__waker_new(&loop->waker)) < 0 ||
+    int r = evloop__sleep_init(&loop->sleep, cfg->fence, &loop->fence_why);
+    if (r < 0)
+        return r;
+    unsigned fence = loop->sleep.fence;
+    if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY, fence)) < 0 ||
+        (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY, fence)) < 0 ||
+        (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY, fence)) < 0 ||
         (r = evloop__taskq_init(&loop->local, LOCAL_CAPACITY)) < 0 ||
         (r = evloop__taskq_init(&loop->local_internal, LOCAL_CAPACITY)) < 0 ||
-        (r = evloop__taskq_init(&loop->micro, LOCAL_CAPACITY)) < 0)
+        (r = evloop__taskq_init(&loop->micro, LOCAL_CAPACITY)) < 0 ||
+        (r = open_backend(loop, cfg, p)) < 0)
         return r;
-    return open_backend(loop, cfg, p);
+    loop->sleep.backend = loop->backend;
+    loop->sleep.backend_state = loop->backend_state;
+    return 0;
 }
 
 /* A profile's budget as the adaptive rule can use it: a power of two (it doubles and
@@ -245,7 +251,7 @@ EVLOOP_API int evloop_stop(evloop *loop)
     evloop__ingress_close(loop->remote_micro);
     /* seq_cst: pairs with the load of closed in run_until_drained(). */
     atomic_store(&loop->closed, true);
-    evloop__kick(loop);
+    evloop__sleep_kick(&loop->sleep);
     return 0;
 }
 
@@ -308,9 +314,9 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
         .io_callbacks = read_counter(&c->io_callbacks),
         .ticks = read_counter(&c->ticks),
         .futex_sleeps = read_counter(&c->futex_sleeps),
-        .futex_wakes = read_counter(&loop->futex_wakes),
+        .futex_wakes = read_counter(&loop->sleep.word_wakes),
         .poller_sleeps = read_counter(&c->poller_sleeps),
-        .poller_wakes = read_counter(&loop->poller_wakes),
+        .poller_wakes = read_counter(&loop->sleep.poller_wakes),
         .spin_hits = read_counter(&c->spin_hits),
         .spin_misses = read_counter(&c->spin_misses),
         .spin_preemptions = read_counter(&c->spin_preemptions),
@@ -321,6 +327,9 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
         .ingress = evloop__ingress_name(),
         .fallback = loop->fallback,
         .profile_loaded = loop->profile_loaded,
+        .fence = evloop__barrier_name(loop->sleep.fence),
+        .fence_reason = loop->fence_why,
+        .lanes = evloop__ingress_lanes(loop->external),
     };
     return 0;
 }

@@ -14,8 +14,8 @@
 #include "common.h"
 #include "evloop.h"
 #include "ingress.h"
+#include "sleep.h"
 #include "taskq.h"
-#include "wake.h"
 
 #define EVLOOP__IO_EVENTS_MAX 64
 #define EVLOOP__DRAIN_CHUNK 64
@@ -45,21 +45,19 @@ struct evloop__stats_counters {
 };
 
 struct evloop {
+    /* The sleep word and the epoch (sleep.h): read by producers after every publication. */
+    struct evloop__sleep sleep;
+
     /* Read by producers on every submit. */
-    alignas(EVLOOP_CACHELINE) _Atomic uint32_t sleep_word; /* EVLOOP__AWAKE / SLEEP_* */
-    _Atomic bool stopping;                                 /* set first by evloop_stop() */
+    alignas(EVLOOP_CACHELINE) _Atomic bool stopping; /* set first by evloop_stop() */
     _Atomic bool closed;     /* set by evloop_stop() once every ingress queue is closed */
     _Atomic uintptr_t owner; /* the thread inside evloop_run, 0 when none */
     struct evloop__ingress *external, *internal, *remote_micro;
-    struct evloop__waker *waker;
     const struct evloop__backend *backend;
     void *backend_state;
     unsigned backend_caps;
-
-    /* Written by other threads when they change what the loop should wait for. */
-    alignas(EVLOOP_CACHELINE) _Atomic uint32_t epoch; /* bumped by remote timer/fd changes */
-    _Atomic uint32_t nfds;
-    _Atomic uint64_t futex_wakes, poller_wakes;
+    _Atomic uint32_t nfds; /* registered fds; the loop sleeps in the poller while > 0 */
+    const char *fence_why; /* "" or why producers fence (evloop_stats) */
 
     /* Timers: a binary min-heap of slot indices over a slab of timers. */
     alignas(EVLOOP_CACHELINE) pthread_mutex_t timer_lock;
@@ -89,20 +87,23 @@ struct evloop {
     bool multi_cpu;              /* this thread may run on more than one CPU */
     uint64_t spin_paused_until;  /* clock ns; no spinning before it (the CPU was taken away) */
     uint64_t spin_pause_ns;      /* length of the next such pause; doubles up to a second */
+    uint64_t last_fence;         /* clock ns of the last heavy barrier the tick asked for */
     bool profile_loaded; /* evloop_new started from a profile (for evloop_stats) */
     struct evloop__stats_counters stats;
     char fallback[128];
 };
 
 /* submit.c */
-void evloop__wake_loop(evloop *loop);
-void evloop__kick(evloop *loop);
 bool evloop__on_loop_thread(const evloop *loop);
 
 /* tick.c */
 int evloop__tick(evloop *loop);
 bool evloop__has_work(evloop *loop);
+
+/* callback.c: run callbacks, each followed by the microtasks it queued */
+void evloop__run_tasks(evloop *loop, const struct evloop__task *tasks, size_t n);
 void evloop__drain_microtasks(evloop *loop);
+bool evloop__microtasks_pending(evloop *loop);
 
 /* timer.c */
 void evloop__run_timers(evloop *loop);

@@ -1,8 +1,7 @@
-/* How work enters a loop: evloop_submit, evloop_submit_internal and
- * evloop_queue_microtask, and the producer half of the wake protocol (design.md).
- * From the loop thread, work goes into loop-thread queues (no atomics, no wake); from
- * any other thread it is pushed into an ingress queue, then the loop is woken only if
- * it announced sleep, and only by the producer that flips the sleep word. */
+/* How work enters a loop: evloop_submit, evloop_submit_batch, evloop_submit_internal and
+ * evloop_queue_microtask. From the loop thread, work goes into loop-thread queues (no
+ * atomics, no wake); from any other thread it is pushed into an ingress queue, then
+ * evloop__sleep_notify() wakes the loop only if it announced sleep (sleep.h). */
 #include <pthread.h>
 
 #include "loop.h"
@@ -13,41 +12,19 @@ bool evloop__on_loop_thread(const evloop *loop)
     return atomic_load_explicit(&loop->owner, memory_order_relaxed) == (uintptr_t)pthread_self();
 }
 
-void evloop__wake_loop(evloop *loop)
-{
-    /* seq_cst: pairs with the store of a SLEEP_* value in prepare_sleep() (tick.c); the
-     * caller's push or change before this is seq_cst too. The cheap load first keeps a
-     * busy loop's producers free of read-modify-writes on the word. */
-    if (atomic_load(&loop->sleep_word) == EVLOOP__AWAKE)
-        return;
-    uint32_t was = atomic_exchange(&loop->sleep_word, EVLOOP__AWAKE);
-    if (was == EVLOOP__SLEEP_WORD) {
-        atomic_fetch_add_explicit(&loop->futex_wakes, 1, memory_order_relaxed);
-        evloop__waker_wake(loop->waker, &loop->sleep_word);
-    } else if (was == EVLOOP__SLEEP_POLLER) {
-        atomic_fetch_add_explicit(&loop->poller_wakes, 1, memory_order_relaxed);
-        loop->backend->wake(loop->backend_state);
-    }
-}
-
-void evloop__kick(evloop *loop)
-{
-    /* seq_cst: pairs with the re-read of epoch in prepare_sleep() (tick.c). */
-    atomic_fetch_add(&loop->epoch, 1);
-    evloop__wake_loop(loop);
-}
-
 /* A refusal is final: once any push was refused, stopping is visible here (it is set
- * before the queues are closed, and a refused push acquires the close), so a later
- * push to another queue of the same loop is refused too. */
-static int push_and_wake(evloop *loop, struct evloop__ingress *q, evloop_cb cb, void *arg)
+ * before the queues are closed, and close orders it before the refusal), so a later push
+ * to another queue of the same loop is refused too. */
+static int push_and_notify(evloop *loop, struct evloop__ingress *q,
+                           const struct evloop__task *tasks, size_t n)
 {
     /* acquire: pairs with the seq_cst exchange of stopping in evloop_stop(). */
     if (atomic_load_explicit(&loop->stopping, memory_order_acquire))
         return -ESHUTDOWN;
-    int r = evloop__ingress_push(q, cb, arg);
+    int r = n == 1 ? evloop__ingress_push(q, tasks[0].cb, tasks[0].arg)
+                   : evloop__ingress_push_batch(q, tasks, n);
     if (r == 0)
-        evloop__wake_loop(loop);
+        evloop__sleep_notify(&loop->sleep);
     return r;
 }
 
@@ -61,12 +38,45 @@ static int submit_to(evloop *loop, struct evloop__taskq *local, struct evloop__i
             return -ESHUTDOWN;
         return evloop__taskq_push(local, cb, arg);
     }
-    return push_and_wake(loop, q, cb, arg);
+    struct evloop__task t = {cb, arg};
+    return push_and_notify(loop, q, &t, 1);
 }
 
 EVLOOP_API int evloop_submit(evloop *loop, evloop_cb cb, void *arg)
 {
     return submit_to(loop, loop ? &loop->local : NULL, loop ? loop->external : NULL, cb, arg);
+}
+
+/* On the loop thread: all or none into the local queue. */
+static int push_local_batch(evloop *loop, const struct evloop_task *tasks, size_t n)
+{
+    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+        return -ESHUTDOWN;
+    uint32_t before = evloop__taskq_count(&loop->local);
+    for (size_t i = 0; i < n; i++) {
+        int r = evloop__taskq_push(&loop->local, tasks[i].cb, tasks[i].arg);
+        if (r < 0) {
+            evloop__taskq_truncate(&loop->local, before);
+            return r;
+        }
+    }
+    return 0;
+}
+
+EVLOOP_API int evloop_submit_batch(evloop *loop, const struct evloop_task *tasks, size_t n)
+{
+    if (!loop || (!tasks && n > 0))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!tasks[i].cb)
+            return -EINVAL;
+    if (n == 0)
+        return 0;
+    if (evloop__on_loop_thread(loop))
+        return push_local_batch(loop, tasks, n);
+    /* struct evloop_task and struct evloop__task are the same {cb, arg} pair. */
+    _Static_assert(sizeof(struct evloop_task) == sizeof(struct evloop__task), "task layout");
+    return push_and_notify(loop, loop->external, (const struct evloop__task *)tasks, n);
 }
 
 EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg)
@@ -83,5 +93,6 @@ EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg)
      * spawned by work that was accepted, and shutdown runs all of that. */
     if (evloop__on_loop_thread(loop))
         return evloop__taskq_push(&loop->micro, cb, arg);
-    return push_and_wake(loop, loop->remote_micro, cb, arg);
+    struct evloop__task t = {cb, arg};
+    return push_and_notify(loop, loop->remote_micro, &t, 1);
 }

@@ -71,6 +71,12 @@ static inline int evloop__taskq_push(struct evloop__taskq *q, evloop_cb cb, void
     return 0;
 }
 
+/* Drops the newest tasks until count tasks are left (undoes pushes; count <= the count). */
+static inline void evloop__taskq_truncate(struct evloop__taskq *q, uint32_t count)
+{
+    q->tail = q->head + count;
+}
+
 static inline bool evloop__taskq_pop(struct evloop__taskq *q, struct evloop__task *out)
 {
     if (q->head == q->tail)

@@ -1,11 +1,12 @@
 /* One iteration of the loop, in design.md's order: update the clock, run expired
  * timers, run the loop-thread queues and internal tasks, drain the external ingress
  * within the batch budget, then poll or sleep (spinning first) and run fd callbacks.
- * The microtask queue is drained after every callback. Also the loop half of the wake
- * protocol: prepare_sleep() announces sleep, re-checks every queue, then blocks. */
+ * The microtask queue is drained after every callback (callback.c). prepare_sleep()
+ * decides when to sleep and re-checks every queue between the announce and the block of
+ * the sleep protocol (sleep.h). */
 #include "loop.h"
 
-#define MICROTASK_BUDGET 1024 /* microtasks per drain point: a storm cannot starve the loop */
+#define FENCE_INTERVAL_NS 1000000 /* heavy barriers a busy loop makes for idle lanes */
 #define CHASE_PAUSES 128 /* pause rounds the loop lets producers get ahead at most */
 #define CHASE_LOOK 16     /* pause rounds between two looks at the backlog */
 #define SPIN_MIN_NS 500
@@ -13,61 +14,12 @@
 #define SPIN_PAUSE_MIN_NS 10000000 /* no spinning for 10 ms after that, */
 #define SPIN_PAUSE_MAX_NS 1000000000 /* doubling up to a second while it keeps happening */
 
-static bool microtasks_pending(evloop *loop)
-{
-    return !evloop__taskq_is_empty(&loop->micro) || !evloop__ingress_is_empty(loop->remote_micro);
-}
-
-/* Runs a chunk of microtasks queued from other threads; false when none was ready. */
-static bool run_remote_microtasks(evloop *loop, unsigned *budget)
-{
-    struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
-    size_t want = *budget < EVLOOP__DRAIN_CHUNK ? *budget : EVLOOP__DRAIN_CHUNK;
-    size_t n = evloop__ingress_drain(loop->remote_micro, batch, want);
-    for (size_t i = 0; i < n; i++)
-        batch[i].cb(batch[i].arg);
-    *budget -= (unsigned)n;
-    return n > 0;
-}
-
-void evloop__drain_microtasks(evloop *loop)
-{
-    if (!microtasks_pending(loop))
-        return;
-    unsigned budget = MICROTASK_BUDGET;
-    struct evloop__task t;
-    while (budget > 0) {
-        if (evloop__taskq_pop(&loop->micro, &t)) {
-            t.cb(t.arg);
-            budget--;
-        } else if (!run_remote_microtasks(loop, &budget)) {
-            break;
-        }
-    }
-    evloop__count(&loop->stats.microtasks_run, MICROTASK_BUDGET - budget);
-}
-
-/* After every task, the microtasks it queued; microtasks from other threads arrive at
- * no particular moment, so they are looked for once per batch: that check reads shared
- * queue words, the per-task one only the loop's own queue. */
-static void run_tasks(evloop *loop, const struct evloop__task *tasks, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        tasks[i].cb(tasks[i].arg);
-        if (!evloop__taskq_is_empty(&loop->micro))
-            evloop__drain_microtasks(loop);
-    }
-    if (!evloop__ingress_is_empty(loop->remote_micro))
-        evloop__drain_microtasks(loop);
-    evloop__count(&loop->stats.tasks_run, n);
-}
-
 /* Runs what is in a loop-thread queue now; what those tasks submit waits a tick. */
 static void run_taskq(evloop *loop, struct evloop__taskq *q)
 {
     struct evloop__task t;
     for (uint32_t n = evloop__taskq_count(q); n > 0 && evloop__taskq_pop(q, &t); n--)
-        run_tasks(loop, &t, 1);
+        evloop__run_tasks(loop, &t, 1);
 }
 
 static void run_internal(evloop *loop)
@@ -76,7 +28,7 @@ static void run_internal(evloop *loop)
     struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
     size_t n;
     while ((n = evloop__ingress_drain(loop->internal, batch, EVLOOP__DRAIN_CHUNK)) > 0)
-        run_tasks(loop, batch, n);
+        evloop__run_tasks(loop, batch, n);
 }
 
 static void run_local(evloop *loop)
@@ -118,6 +70,25 @@ static void wait_for_batch(evloop *loop)
     }
 }
 
+/* The loop's heavy barrier has just run: lanes kept on probation can be settled. */
+static void ingress_fenced(evloop *loop)
+{
+    evloop__ingress_fenced(loop->external);
+    evloop__ingress_fenced(loop->internal);
+    evloop__ingress_fenced(loop->remote_micro);
+}
+
+/* A busy loop that never sleeps still settles idle lanes, with a heavy barrier at most
+ * once per FENCE_INTERVAL_NS when a queue asks for one (ingress.h). */
+static void fence_if_wanted(evloop *loop)
+{
+    if (!evloop__ingress_wants_fence(loop->external) || loop->now - loop->last_fence < FENCE_INTERVAL_NS)
+        return;
+    loop->last_fence = loop->now;
+    evloop__barrier_heavy(loop->sleep.fence);
+    ingress_fenced(loop);
+}
+
 static void drain_ingress(evloop *loop)
 {
     struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
@@ -128,7 +99,7 @@ static void drain_ingress(evloop *loop)
         size_t n = evloop__ingress_drain(loop->external, batch, want);
         if (n == 0)
             break;
-        run_tasks(loop, batch, n);
+        evloop__run_tasks(loop, batch, n);
         done += (unsigned)n;
         /* Internal tasks that arrived meanwhile go before the next chunk of externals. */
         if (internal_pending(loop))
@@ -141,12 +112,13 @@ static void drain_ingress(evloop *loop)
         }
     }
     adapt_budget(loop, done, done == budget && !evloop__ingress_is_empty(loop->external));
+    fence_if_wanted(loop);
 }
 
 bool evloop__has_work(evloop *loop)
 {
     return !evloop__taskq_is_empty(&loop->local) ||
-           !evloop__taskq_is_empty(&loop->local_internal) || microtasks_pending(loop) ||
+           !evloop__taskq_is_empty(&loop->local_internal) || evloop__microtasks_pending(loop) ||
            !evloop__ingress_is_empty(loop->internal) || !evloop__ingress_is_empty(loop->external);
 }
 
@@ -195,7 +167,7 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
     uint64_t end = last + (uint64_t)window;
     for (unsigned i = 1;; i++) {
         if (evloop__has_work(loop) || atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
-            atomic_load_explicit(&loop->epoch, memory_order_relaxed) != epoch) {
+            evloop__sleep_epoch(&loop->sleep) != epoch) {
             evloop__count(&loop->stats.spin_hits, 1);
             adapt_spin(loop, true, -1);
             return true;
@@ -218,21 +190,28 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
     return false;
 }
 
-/* Announces sleep, re-checks, and blocks until woken, a timer is due or an fd is ready.
- * seq_cst store of the sleep value, then seq_cst loads in the re-check: the loop half
- * of the Dekker handshake with evloop__wake_loop() and evloop__kick() (submit.c). */
+static bool sleep_cancelled(evloop *loop, uint32_t epoch, bool poller)
+{
+    return evloop__has_work(loop) || atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
+           evloop__sleep_epoch(&loop->sleep) != epoch ||
+           (atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0) != poller;
+}
+
+/* Announces sleep, re-checks, and blocks until woken, a timer is due or an fd is ready:
+ * the loop half of the sleep protocol (sleep.h). The re-check runs after the announce's
+ * heavy barrier, so it sees whatever a producer that read AWAKE had published. */
 static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
 {
-    bool poller = atomic_load(&loop->nfds) > 0;
+    bool poller = atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0;
     uint32_t value = poller && !(loop->backend_caps & EVLOOP__CAP_WORD_WAKE) ? EVLOOP__SLEEP_POLLER
                                                                              : EVLOOP__SLEEP_WORD;
     atomic_store_explicit(&loop->phase, EVLOOP_SLEEPING, memory_order_relaxed);
-    atomic_store(&loop->sleep_word, value);
+    evloop__sleep_announce(&loop->sleep, value);
+    ingress_fenced(loop);
     int n = 0;
     struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
-    if (evloop__has_work(loop) || atomic_load(&loop->stopping) ||
-        atomic_load(&loop->epoch) != epoch || (atomic_load(&loop->nfds) > 0) != poller) {
-        atomic_store(&loop->sleep_word, EVLOOP__AWAKE);
+    if (sleep_cancelled(loop, epoch, poller)) {
+        evloop__sleep_cancel(&loop->sleep);
     } else {
         uint64_t start = evloop__clock_ns();
         if (poller) {
@@ -240,10 +219,10 @@ static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
             n = evloop__wait_io(loop, timeout_ns, ev);
         } else {
             evloop__count(&loop->stats.futex_sleeps, 1);
-            evloop__waker_wait(loop->waker, &loop->sleep_word, value, timeout_ns);
+            evloop__sleep_block(&loop->sleep, value, timeout_ns);
         }
         /* A producer that flipped the word woke us; otherwise it was the timeout or an fd. */
-        bool woken = atomic_exchange(&loop->sleep_word, EVLOOP__AWAKE) == EVLOOP__AWAKE;
+        bool woken = evloop__sleep_finish(&loop->sleep);
         adapt_spin(loop, false, woken ? (int64_t)(evloop__clock_ns() - start) : INT64_MAX);
     }
     /* Awake (word and phase) before any fd callback runs. */
@@ -263,7 +242,7 @@ static int poll_or_sleep(evloop *loop)
         return poller ? evloop__poll_io(loop, 0) : 0;
     if (loop->auto_exit && !poller && !evloop__has_timers(loop))
         return 0; /* nothing left: evloop_run() stops the loop instead of sleeping */
-    uint32_t epoch = atomic_load(&loop->epoch);
+    uint32_t epoch = evloop__sleep_epoch(&loop->sleep);
     int64_t timeout = evloop__timer_timeout(loop, evloop__clock_ns());
     if (timeout == 0)
         return poller ? evloop__poll_io(loop, 0) : 0;

@@ -138,7 +138,7 @@ EVLOOP_API int evloop_timer_start(evloop *loop, uint64_t delay_ns, uint64_t inte
         *out = id;
     /* A new earliest deadline must shorten a sleep already under way. */
     if (is_first && !evloop__on_loop_thread(loop))
-        evloop__kick(loop);
+        evloop__sleep_kick(&loop->sleep);
     return 0;
 }
 

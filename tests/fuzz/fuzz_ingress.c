@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "barrier.h"
 #include "ingress.h"
 
 #define MODEL_MAX (1u << 20)
@@ -72,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint32_t capacity = 2 + data[0] % 200;
     struct evloop__ingress *q = NULL;
-    if (evloop__ingress_new(&q, capacity) != 0)
+    unsigned fence = data[0] & 1 ? EVLOOP__FENCE_SEQ_CST : EVLOOP__FENCE_MEMBARRIER;
+    if (evloop__ingress_new(&q, capacity, fence) != 0)
         die("new failed", capacity, 0);
     m_head = m_tail = 0;
     uint32_t seq = 0;
@@ -95,6 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             drain_and_check(q, (size_t)(b >> 3) * 9);
             break;
         case 6:
+            if (b & 8) /* as the loop does after a heavy barrier */
+                evloop__ingress_fenced(q);
             if (evloop__ingress_is_empty(q) != (m_head == m_tail))
                 die("is_empty disagrees with the model", evloop__ingress_is_empty(q),
                     m_tail - m_head);

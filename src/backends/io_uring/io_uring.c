@@ -38,8 +38,8 @@
 #include "backend.h"
 #include "common.h"
 #include "evloop.h"
+#include "sleep.h"
 #include "uring.h"
-#include "wake.h"
 
 #define CQE_BATCH 32u
 #define MAX_REPORTS 64 /* reports per wait: what the core asks for (EVLOOP__IO_EVENTS_MAX) */
@@ -116,13 +116,15 @@ static int write_eventfd(struct uring *s)
  * find the word changed. On the eventfd, whose count stays set, a write is enough. */
 static void kick(struct uring *s)
 {
-    /* seq_cst: pairs with the store of a SLEEP_* value in prepare_sleep() (tick.c). */
-    uint32_t now = atomic_load(s->word);
-    if (s->efd >= 0 && now == EVLOOP__SLEEP_POLLER)
+    if (s->efd < 0) {
+        evloop__sleep_wake_word(s->word); /* the protocol's word branch (sleep.h) */
+        return;
+    }
+    /* seq_cst: the fence orders the table change (under the lock) before the read; the
+     * eventfd's count stays set, so a write made while the loop is awake is not lost. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(s->word, memory_order_relaxed) == EVLOOP__SLEEP_POLLER)
         write_eventfd(s);
-    else if (s->efd < 0 && now == EVLOOP__SLEEP_WORD &&
-             atomic_exchange(s->word, EVLOOP__AWAKE) == EVLOOP__SLEEP_WORD)
-        syscall(SYS_futex, (uint32_t *)s->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* Loop thread: an SQE; when the SQ is full, submits what is queued to make room. */

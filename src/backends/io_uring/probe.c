@@ -12,7 +12,7 @@
 
 #include "backend.h"
 #include "uring.h"
-#include "wake.h"
+#include "sleep.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)

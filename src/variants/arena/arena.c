@@ -1,341 +1,668 @@
-/* Ingress variant "arena": a bounded lock-free MPSC ring over an arena preallocated at
- * loop creation, spilling into an ordered overflow list when full. Implements ingress.h.
+/* Ingress variant "arena": one single-producer lane per (producer thread, queue), made of
+ * fixed segments taken from a pool preallocated with the queue. Implements ingress.h.
  *
- * Ring: a bounded array of slots. A producer claims position p with a CAS on tail when
- * the ring has room (p - head_pub < capacity), writes the task and publishes seq = p + 1;
- * the consumer takes slot[head] when its seq == head + 1 and, once per drain, publishes
- * how far it got in head_pub. The consumer never writes a slot: a slot's cache line
- * moves once per lap each way, and producers read head_pub, not the slots, to find
- * room (the per-slot sequence idea is Dmitry Vyukov's bounded queue, here with one
- * consumer that frees slots in bulk).
- * Bit 63 of tail is the "closed" flag, so closing and claiming are one atomic word and a
- * push racing _close() is either accepted or refused, never both.
+ * A producer owns its lane: it writes tasks into its current segment and publishes them
+ * with one release store of `tail` (a batch publishes once). No read-modify-write, no
+ * fence and no cache line shared with another producer on the fast path: the floor of a
+ * hand-off is the line the consumer pulls, not a contended counter. A full segment chains
+ * another from the pool (never a block, never a loss); the consumer returns each segment
+ * it has read. Per-producer FIFO holds by construction. Prior art: Seastar's per-core-pair
+ * queues, moodycamel ConcurrentQueue's implicit producers, urcu-bp's thread registry.
  *
- * Full ring: a producer waits while the loop keeps making room, until a quarter of the
- * ring is free (so it refills lines the consumer left long ago instead of chasing it
- * slot by slot); it spills when the loop makes no progress for a while.
+ * Lanes with work are announced: a producer whose lane goes from idle to non-empty
+ * (announced 0 -> 1, an exchange, once per idle period) pushes it onto a Treiber stack the
+ * consumer empties in one exchange, so the loop never scans idle lanes. The consumer
+ * clears `announced` when it finds a lane empty; then the Dekker pair [tail; light
+ * barrier; announced] against [announced = 0; barrier; tail] decides who re-announces:
+ *   - fence mode: the consumer fences and re-reads tail at once;
+ *   - membarrier mode: the lane stays "on probation": re-checked by every drain, and let
+ *     go only after the loop's next heavy barrier (ingress_fenced), which the loop issues
+ *     before it sleeps, or when many lanes wait (ingress_wants_fence).
+ * Whoever turns announced 0 -> 1 (producer exchange, consumer CAS) owns the lane's trip to
+ * the work list: it is never there twice.
  *
- * Overflow: when the ring stays full a producer appends to a mutex-protected list of
- * chunks and sets `spill`. While a producer sees spill set it appends there too, so its
- * later tasks never overtake its spilled ones through the ring. The consumer takes the
- * whole list and clears spill under the lock, reading tail first: every ring position
- * below that boundary runs before the taken tasks, every later one after them. A spill
- * thus lasts one take, not until the loop has caught up with a flood.
- * Chunks are recycled through a pool: no allocation in steady state. */
+ * Close: a push marks its lane busy, then reads `closed` after a light barrier, and is
+ * busy until its lane is published and announced; close stores closed, issues a heavy
+ * barrier, then waits until no lane is busy. So a push racing close is refused, or
+ * published and announced before close returns.
+ *
+ * Lifetime: a lane is referenced by its thread (a thread-local cache, keyed by queue and
+ * the queue's unique id, so a freed queue's address reused by a new one is not mistaken
+ * for it) and by its queue. At thread exit a destructor marks it orphaned and announces
+ * it; the consumer reclaims an orphaned lane once drained (segments back to the pool).
+ * The global registry lock orders a thread's exit against a queue's free: neither touches
+ * the other's memory after it. Whoever drops the last reference frees the lane.
+ *
+ *   field            | written by                 | read by
+ *   -----------------+----------------------------+---------------------------------
+ *   lane.tail, busy  | its producer (release)     | consumer (acquire), close
+ *   lane.announced   | producer xchg, consumer    | both
+ *   lane.orphaned    | thread-exit destructor     | consumer (acquire)
+ *   lane.q           | queue free (registry lock) | destructor (registry lock)
+ *   q.announce       | producers (CAS push)       | consumer (exchange: take all)
+ *   q.lanes, q.pool  | under q.lock               |
+ *   work list, head  | consumer only              |                                  */
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "barrier.h"
 #include "common.h"
 #include "ingress.h"
 
-#define CLOSED_BIT (UINT64_C(1) << 63)
-#define OVERFLOW_CHUNK_TASKS 128
-/* A producer on a full ring waits at most ROOM_WAIT_NS, and spills as soon as the loop
- * frees nothing for ROOM_STALL_NS (asleep, or busy in a long callback): the overflow,
- * not a blocked producer, absorbs a loop that is waking up. */
-#define ROOM_WAIT_NS 200000
-#define ROOM_STALL_NS 5000
+#define SEG_TASKS 128
+#define PROBATION_FENCE 8 /* lanes on probation before the loop is asked for a barrier */
 
-struct slot {
-    _Atomic uint64_t seq;
-    evloop_cb cb;
-    void *arg;
+enum { OFF_LIST, ACTIVE, PROBATION }; /* lane.state: where the consumer holds it */
+
+struct seg {
+    struct seg *next; /* set before the tail store that covers its first task */
+    struct evloop__task tasks[SEG_TASKS];
 };
 
-struct ov_chunk {
-    struct ov_chunk *next;
-    uint32_t count;
-    struct evloop__task tasks[OVERFLOW_CHUNK_TASKS];
+struct lane {
+    /* The producer's line: written per push, read per drain. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint64_t tail;
+    _Atomic uint32_t busy;
+    uint32_t ppos; /* producer: next free slot in pseg */
+    struct seg *pseg;
+    /* Written rarely, by either side. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint32_t announced;
+    _Atomic uint32_t orphaned;
+    _Atomic uint32_t refs;     /* the thread's and the queue's */
+    struct lane *next_announce;
+    struct evloop__ingress *q; /* NULL once the queue is freed; under the registry lock */
+    struct lane *next_lane, *prev_lane; /* q.lanes, under q.lock */
+    /* The consumer's. */
+    alignas(EVLOOP_CACHELINE) uint64_t head;
+    struct seg *cseg;
+    uint32_t cpos, state;
+    struct lane *next_work, *prev_work;
 };
 
 struct evloop__ingress {
-    alignas(EVLOOP_CACHELINE) struct slot *slots; /* set at creation, read-only after */
-    uint64_t mask;
-    alignas(EVLOOP_CACHELINE) _Atomic uint64_t tail;     /* producers; bit 63 = closed */
-    alignas(EVLOOP_CACHELINE) _Atomic uint32_t spill;    /* 1 while the overflow is in use */
-    alignas(EVLOOP_CACHELINE) _Atomic uint64_t head_pub; /* consumed so far, once per drain */
-    alignas(EVLOOP_CACHELINE) uint64_t head;             /* consumer only from here on */
-    struct ov_chunk *taken; /* overflow chunks taken by the consumer, oldest first */
-    uint32_t taken_pos;
-    uint64_t boundary; /* ring positions below it run before the taken chunks */
-    struct ov_chunk *spare; /* emptied chunks, returned to the pool at the next take */
-    alignas(EVLOOP_CACHELINE) pthread_mutex_t ov_lock;
-    struct ov_chunk *ov_head, *ov_tail, *pool; /* under ov_lock */
-    bool ov_closed;                            /* under ov_lock */
-    _Atomic uint64_t overflows;
+    /* Read by producers on every push, written once. */
+    alignas(EVLOOP_CACHELINE) uint64_t id; /* unique per queue for the life of the process */
+    unsigned fence;
+    _Atomic uint32_t closed;
+    alignas(EVLOOP_CACHELINE) _Atomic(struct lane *) announce;
+    /* The consumer's. */
+    alignas(EVLOOP_CACHELINE) struct lane *work_head, *work_tail;
+    uint32_t on_probation;
+    /* Registration, the pool, statistics. */
+    alignas(EVLOOP_CACHELINE) pthread_mutex_t lock;
+    struct lane *lanes;  /* every lane of this queue, under lock */
+    struct seg *pool;    /* free segments, under lock */
+    struct seg *arena, *arena_end; /* the preallocated segments */
+    _Atomic uint64_t nlanes, overflows;
 };
 
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity)
+/* ---- lanes' lifetime ---- */
+
+static pthread_mutex_t registry = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t next_queue_id = 1;
+
+static void lane_put(struct lane *l)
 {
-    uint64_t cap = 2;
-    while (cap < capacity)
-        cap <<= 1;
+    /* acq_rel: the last holder sees everything the other did with the lane. */
+    if (atomic_fetch_sub_explicit(&l->refs, 1, memory_order_acq_rel) == 1)
+        free(l);
+}
+
+static bool seg_in_arena(struct evloop__ingress *q, struct seg *s)
+{
+    return s >= q->arena && s < q->arena_end;
+}
+
+/* Under q->lock. */
+static void pool_put_locked(struct evloop__ingress *q, struct seg *s)
+{
+    s->next = q->pool;
+    q->pool = s;
+}
+
+static void pool_put(struct evloop__ingress *q, struct seg *s)
+{
+    pthread_mutex_lock(&q->lock);
+    pool_put_locked(q, s);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* Takes n segments, chained through next; NULL (nothing taken) when memory runs out. */
+static struct seg *pool_take(struct evloop__ingress *q, size_t n)
+{
+    struct seg *got = NULL;
+    pthread_mutex_lock(&q->lock);
+    for (size_t i = 0; i < n; i++) {
+        struct seg *s = q->pool;
+        if (s) {
+            q->pool = s->next;
+        } else if ((s = malloc(sizeof(*s))) != NULL) {
+            atomic_fetch_add_explicit(&q->overflows, 1, memory_order_relaxed);
+        } else {
+            while (got) {
+                struct seg *next = got->next;
+                pool_put_locked(q, got);
+                got = next;
+            }
+            break;
+        }
+        s->next = got;
+        got = s;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return got;
+}
+
+static void announce_push(struct evloop__ingress *q, struct lane *l)
+{
+    struct lane *top = atomic_load_explicit(&q->announce, memory_order_relaxed);
+    do
+        l->next_announce = top;
+    /* release: pairs with the acquire exchange in take_announced(). */
+    while (!atomic_compare_exchange_weak_explicit(&q->announce, &top, l, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+static struct lane *lane_new(struct evloop__ingress *q)
+{
+    struct lane *l = aligned_alloc(EVLOOP_CACHELINE, sizeof(*l));
+    struct seg *s = l ? pool_take(q, 1) : NULL;
+    if (!s) {
+        free(l);
+        return NULL;
+    }
+    *l = (struct lane){.pseg = s, .cseg = s, .q = q, .state = OFF_LIST};
+    s->next = NULL;
+    atomic_init(&l->refs, 2);
+    pthread_mutex_lock(&q->lock);
+    l->next_lane = q->lanes;
+    if (q->lanes)
+        q->lanes->prev_lane = l;
+    q->lanes = l;
+    pthread_mutex_unlock(&q->lock);
+    atomic_fetch_add_explicit(&q->nlanes, 1, memory_order_relaxed);
+    return l;
+}
+
+/* At thread exit: the lane will never be pushed to again. */
+static void lane_orphan(struct lane *l)
+{
+    pthread_mutex_lock(&registry);
+    if (l->q) {
+        /* release: pairs with the acquire in reclaim_if_orphaned(); the exchange below
+         * hands the lane to the consumer unless it holds it already. */
+        atomic_store_explicit(&l->orphaned, 1, memory_order_release);
+        if (!atomic_exchange(&l->announced, 1))
+            announce_push(l->q, l);
+    }
+    pthread_mutex_unlock(&registry);
+    lane_put(l);
+}
+
+/* ---- the thread-local cache: which lane this thread has for which queue ---- */
+
+struct cached {
+    struct evloop__ingress *q;
+    uint64_t id;
+    struct lane *lane;
+};
+
+struct cache {
+    struct cached *v;
+    size_t n, cap;
+};
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t key;
+static _Thread_local struct cached last; /* the fast path: the queue pushed to last */
+static _Thread_local struct cache *mine;
+
+static void thread_exit(void *p)
+{
+    struct cache *c = p;
+    for (size_t i = 0; i < c->n; i++)
+        lane_orphan(c->v[i].lane);
+    free(c->v);
+    free(c);
+    mine = NULL;
+    last = (struct cached){0};
+}
+
+static void make_key(void)
+{
+    pthread_key_create(&key, thread_exit);
+}
+
+/* Drops entries whose queue was freed, so a thread that outlives many loops stays small. */
+static void prune(struct cache *c)
+{
+    size_t kept = 0;
+    pthread_mutex_lock(&registry);
+    for (size_t i = 0; i < c->n; i++) {
+        if (c->v[i].lane->q)
+            c->v[kept++] = c->v[i];
+        else
+            lane_put(c->v[i].lane);
+    }
+    pthread_mutex_unlock(&registry);
+    c->n = kept;
+}
+
+static struct cache *my_cache(void)
+{
+    if (mine)
+        return mine;
+    pthread_once(&key_once, make_key);
+    struct cache *c = calloc(1, sizeof(*c));
+    if (!c || pthread_setspecific(key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return mine = c;
+}
+
+static struct lane *register_lane(struct evloop__ingress *q)
+{
+    struct cache *c = my_cache();
+    if (!c)
+        return NULL;
+    prune(c);
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 4;
+        struct cached *v = realloc(c->v, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        c->v = v;
+        c->cap = cap;
+    }
+    struct lane *l = lane_new(q);
+    if (!l)
+        return NULL;
+    c->v[c->n++] = (struct cached){q, q->id, l};
+    return l;
+}
+
+static struct lane *find_lane(struct evloop__ingress *q)
+{
+    struct cache *c = mine;
+    for (size_t i = 0; c && i < c->n; i++) {
+        if (c->v[i].q == q && c->v[i].id == q->id) {
+            last = c->v[i];
+            return last.lane;
+        }
+    }
+    struct lane *l = register_lane(q);
+    if (l)
+        last = (struct cached){q, q->id, l};
+    return l;
+}
+
+static inline struct lane *my_lane(struct evloop__ingress *q)
+{
+    if (last.q == q && last.id == q->id)
+        return last.lane;
+    return find_lane(q);
+}
+
+/* ---- producers ---- */
+
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence)
+{
+    size_t nseg = capacity / SEG_TASKS < 2 ? 2 : capacity / SEG_TASKS;
     struct evloop__ingress *q = aligned_alloc(EVLOOP_CACHELINE, sizeof(*q));
-    if (!q)
-        return -ENOMEM;
-    *q = (struct evloop__ingress){.mask = cap - 1};
-    q->slots = calloc(cap, sizeof(*q->slots));
-    if (!q->slots) {
+    struct seg *arena = calloc(nseg, sizeof(*arena));
+    if (!q || !arena) {
         free(q);
+        free(arena);
         return -ENOMEM;
     }
-    /* seq 0 marks every slot empty: the first lap waits for i + 1. */
-    pthread_mutex_init(&q->ov_lock, NULL);
+    *q = (struct evloop__ingress){
+        .id = atomic_fetch_add_explicit(&next_queue_id, 1, memory_order_relaxed),
+        .fence = fence,
+        .arena = arena,
+        .arena_end = arena + nseg};
+    pthread_mutex_init(&q->lock, NULL);
+    for (size_t i = 0; i < nseg; i++)
+        pool_put_locked(q, &arena[i]);
     *out = q;
     return 0;
 }
 
-static void free_chunks(struct ov_chunk *c)
+/* Segments a batch of n needs beyond the room left in the producer's segment. */
+static size_t segs_needed(const struct lane *l, size_t n)
 {
-    while (c) {
-        struct ov_chunk *next = c->next;
-        free(c);
-        c = next;
+    size_t room = SEG_TASKS - l->ppos;
+    return n <= room ? 0 : (n - room + SEG_TASKS - 1) / SEG_TASKS;
+}
+
+static inline void put_task(struct lane *l, struct seg **spare, evloop_cb cb, void *arg)
+{
+    if (l->ppos == SEG_TASKS) {
+        struct seg *s = *spare;
+        *spare = s->next;
+        s->next = NULL;
+        l->pseg->next = s;
+        l->pseg = s;
+        l->ppos = 0;
     }
+    l->pseg->tasks[l->ppos++] = (struct evloop__task){cb, arg};
+}
+
+/* The lane is busy while it publishes; a closed queue refuses (see the file header). */
+static inline bool begin_push(struct evloop__ingress *q, struct lane *l)
+{
+    atomic_store_explicit(&l->busy, 1, memory_order_relaxed);
+    evloop__barrier_light(q->fence); /* busy before closed: pairs with close's heavy one */
+    if (!atomic_load_explicit(&q->closed, memory_order_relaxed))
+        return true;
+    atomic_store_explicit(&l->busy, 0, memory_order_release);
+    return false;
+}
+
+static inline void end_push(struct evloop__ingress *q, struct lane *l, uint64_t n)
+{
+    uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed) + n;
+    /* release: pairs with the acquire loads of tail in drain_lane() and close. */
+    atomic_store_explicit(&l->tail, tail, memory_order_release);
+    /* tail before announced: pairs with settle() (fence) or the heavy barrier. */
+    evloop__barrier_light(q->fence);
+    if (!atomic_load_explicit(&l->announced, memory_order_relaxed) &&
+        !atomic_exchange(&l->announced, 1))
+        announce_push(q, l);
+    /* Not busy only once announced: a close that waited for this sees the lane on the
+     * stack or held by the consumer, never published and unannounced. release: pairs
+     * with the acquire in evloop__ingress_close(). */
+    atomic_store_explicit(&l->busy, 0, memory_order_release);
+}
+
+int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
+{
+    struct evloop__task t = {cb, arg};
+    return evloop__ingress_push_batch(q, &t, 1);
+}
+
+int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__task *tasks,
+                               size_t n)
+{
+    struct lane *l = my_lane(q);
+    if (!l)
+        return -ENOMEM;
+    size_t need = segs_needed(l, n);
+    struct seg *spare = need ? pool_take(q, need) : NULL;
+    if (need && !spare)
+        return -ENOMEM;
+    if (!begin_push(q, l)) {
+        while (spare) {
+            struct seg *next = spare->next;
+            pool_put(q, spare);
+            spare = next;
+        }
+        return -ESHUTDOWN;
+    }
+    for (size_t i = 0; i < n; i++)
+        put_task(l, &spare, tasks[i].cb, tasks[i].arg);
+    end_push(q, l, n);
+    return 0;
+}
+
+void evloop__ingress_close(struct evloop__ingress *q)
+{
+    atomic_store_explicit(&q->closed, 1, memory_order_relaxed);
+    evloop__barrier_heavy(q->fence); /* closed before busy: pairs with begin_push() */
+    pthread_mutex_lock(&q->lock);
+    for (struct lane *l = q->lanes; l; l = l->next_lane)
+        /* acquire: pairs with the release of busy in end_push(): the tail is visible. */
+        while (atomic_load_explicit(&l->busy, memory_order_acquire))
+            evloop__cpu_relax();
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- the consumer ---- */
+
+static void work_append(struct evloop__ingress *q, struct lane *l, uint32_t state)
+{
+    l->state = state;
+    l->next_work = NULL;
+    l->prev_work = q->work_tail;
+    if (q->work_tail)
+        q->work_tail->next_work = l;
+    else
+        q->work_head = l;
+    q->work_tail = l;
+}
+
+static void work_remove(struct evloop__ingress *q, struct lane *l)
+{
+    if (l->state == PROBATION)
+        q->on_probation--;
+    if (l->prev_work)
+        l->prev_work->next_work = l->next_work;
+    else
+        q->work_head = l->next_work;
+    if (l->next_work)
+        l->next_work->prev_work = l->prev_work;
+    else
+        q->work_tail = l->prev_work;
+    l->state = OFF_LIST;
+}
+
+static void take_announced(struct evloop__ingress *q)
+{
+    if (!atomic_load_explicit(&q->announce, memory_order_relaxed))
+        return;
+    /* acquire: pairs with the release CAS in announce_push(). */
+    struct lane *l = atomic_exchange_explicit(&q->announce, NULL, memory_order_acquire);
+    struct lane *fifo = NULL; /* the stack is newest first */
+    while (l) {
+        struct lane *next = l->next_announce;
+        l->next_announce = fifo;
+        fifo = l;
+        l = next;
+    }
+    for (l = fifo; l; l = l->next_announce) {
+        if (l->state == PROBATION) { /* the producer re-announced it before we re-checked */
+            q->on_probation--;
+            l->state = ACTIVE;
+        } else {
+            work_append(q, l, ACTIVE);
+        }
+    }
+}
+
+static bool lane_is_empty(const struct lane *l)
+{
+    return atomic_load_explicit(&l->tail, memory_order_acquire) == l->head;
+}
+
+/* A lane the consumer holds (announced == 1, so it is in no announce stack) that is
+ * orphaned and drained: unlinked, its segment back in the pool, the queue's ref dropped. */
+static bool reclaim_if_orphaned(struct evloop__ingress *q, struct lane *l)
+{
+    /* acquire: pairs with the release in lane_orphan(): every push is visible. */
+    if (!atomic_load_explicit(&l->orphaned, memory_order_acquire) || !lane_is_empty(l))
+        return false;
+    if (l->state != OFF_LIST)
+        work_remove(q, l);
+    pthread_mutex_lock(&q->lock);
+    if (l->prev_lane)
+        l->prev_lane->next_lane = l->next_lane;
+    else
+        q->lanes = l->next_lane;
+    if (l->next_lane)
+        l->next_lane->prev_lane = l->prev_lane;
+    pool_put_locked(q, l->cseg);
+    pthread_mutex_unlock(&q->lock);
+    atomic_fetch_sub_explicit(&q->nlanes, 1, memory_order_relaxed);
+    lane_put(l);
+    return true;
+}
+
+/* The consumer takes the lane back (announced 0 -> 1) when it finds work or an orphan in
+ * it; a failed CAS means the producer took it and is pushing it on the stack. */
+static bool reclaim_announce(struct lane *l)
+{
+    uint32_t zero = 0;
+    return atomic_compare_exchange_strong(&l->announced, &zero, 1);
+}
+
+/* An ACTIVE lane found empty. */
+static void settle(struct evloop__ingress *q, struct lane *l)
+{
+    if (reclaim_if_orphaned(q, l))
+        return;
+    atomic_store_explicit(&l->announced, 0, memory_order_relaxed);
+    if (q->fence != EVLOOP__FENCE_SEQ_CST) {
+        l->state = PROBATION; /* let go only after the next heavy barrier */
+        q->on_probation++;
+        return;
+    }
+    /* announced before tail: pairs with the producer's fence in end_push(). */
+    atomic_thread_fence(memory_order_seq_cst);
+    bool orphaned = atomic_load_explicit(&l->orphaned, memory_order_acquire);
+    if ((lane_is_empty(l) && !orphaned) || !reclaim_announce(l))
+        work_remove(q, l);
+    else
+        reclaim_if_orphaned(q, l); /* or it stays ACTIVE */
+}
+
+/* A lane on probation, re-checked: work (or an orphan) found makes it ACTIVE again, or
+ * hands it to the producer that re-announced it. */
+enum recheck { STILL_PROBATION, NOW_ACTIVE, GONE }; /* GONE: off the list, maybe freed */
+
+static enum recheck recheck(struct evloop__ingress *q, struct lane *l)
+{
+    bool orphaned = atomic_load_explicit(&l->orphaned, memory_order_acquire);
+    if (lane_is_empty(l) && !orphaned)
+        return STILL_PROBATION;
+    if (!reclaim_announce(l)) {
+        work_remove(q, l);
+        return GONE;
+    }
+    q->on_probation--;
+    l->state = ACTIVE;
+    return reclaim_if_orphaned(q, l) ? GONE : NOW_ACTIVE;
+}
+
+/* Copies up to max of the lane's published tasks into out. */
+static size_t drain_lane(struct evloop__ingress *q, struct lane *l, struct evloop__task *out,
+                         size_t max)
+{
+    /* acquire: pairs with the release of tail in end_push(). */
+    uint64_t avail = atomic_load_explicit(&l->tail, memory_order_acquire) - l->head;
+    size_t n = avail < max ? (size_t)avail : max;
+    for (size_t i = 0; i < n; i++) {
+        if (l->cpos == SEG_TASKS) {
+            struct seg *done = l->cseg;
+            l->cseg = done->next;
+            l->cpos = 0;
+            pool_put(q, done);
+        }
+        out[i] = l->cseg->tasks[l->cpos++];
+    }
+    l->head += n;
+    return n;
+}
+
+size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out, size_t max)
+{
+    take_announced(q);
+    size_t n = 0;
+    struct lane *l = q->work_head, *stop = q->work_tail;
+    while (l && n < max) {
+        struct lane *next = l->next_work;
+        bool last_one = l == stop;
+        bool active = l->state == ACTIVE || (l->state == PROBATION && recheck(q, l) == NOW_ACTIVE);
+        if (active) {
+            n += drain_lane(q, l, out + n, max - n);
+            if (lane_is_empty(l)) {
+                settle(q, l);
+            } else if (l != q->work_tail) { /* round robin: the rest waits behind others */
+                work_remove(q, l);
+                work_append(q, l, ACTIVE);
+            }
+        }
+        if (last_one)
+            break;
+        l = next;
+    }
+    return n;
+}
+
+bool evloop__ingress_is_empty(struct evloop__ingress *q)
+{
+    if (atomic_load_explicit(&q->announce, memory_order_relaxed))
+        return false;
+    for (struct lane *l = q->work_head; l; l = l->next_work)
+        if (!lane_is_empty(l))
+            return false;
+    return true;
+}
+
+size_t evloop__ingress_backlog(struct evloop__ingress *q)
+{
+    size_t n = 0;
+    for (struct lane *l = q->work_head; l; l = l->next_work)
+        n += (size_t)(atomic_load_explicit(&l->tail, memory_order_relaxed) - l->head);
+    return n;
+}
+
+void evloop__ingress_fenced(struct evloop__ingress *q)
+{
+    struct lane *l = q->work_head;
+    while (l && q->on_probation > 0) {
+        struct lane *next = l->next_work;
+        /* Still empty after the barrier: every producer now sees announced 0. */
+        if (l->state == PROBATION && recheck(q, l) == STILL_PROBATION)
+            work_remove(q, l);
+        l = next;
+    }
+}
+
+bool evloop__ingress_wants_fence(struct evloop__ingress *q)
+{
+    return q->on_probation >= PROBATION_FENCE;
 }
 
 void evloop__ingress_free(struct evloop__ingress *q)
 {
     if (!q)
         return;
-    free_chunks(q->taken);
-    free_chunks(q->spare);
-    free_chunks(q->ov_head);
-    free_chunks(q->pool);
-    pthread_mutex_destroy(&q->ov_lock);
-    free(q->slots);
+    pthread_mutex_lock(&registry); /* after this, no exiting thread touches q */
+    for (struct lane *l = q->lanes; l; l = l->next_lane)
+        l->q = NULL;
+    pthread_mutex_unlock(&registry);
+    struct lane *l = q->lanes;
+    while (l) {
+        struct lane *next = l->next_lane;
+        for (struct seg *s = l->cseg; s;) { /* the lane's chain, up to its producer's */
+            struct seg *after = s == l->pseg ? NULL : s->next;
+            pool_put_locked(q, s);
+            s = after;
+        }
+        lane_put(l);
+        l = next;
+    }
+    while (q->pool) {
+        struct seg *s = q->pool;
+        q->pool = s->next;
+        if (!seg_in_arena(q, s))
+            free(s);
+    }
+    pthread_mutex_destroy(&q->lock);
+    free(q->arena);
     free(q);
-}
-
-static int overflow_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
-{
-    pthread_mutex_lock(&q->ov_lock);
-    if (q->ov_closed) {
-        pthread_mutex_unlock(&q->ov_lock);
-        return -ESHUTDOWN;
-    }
-    struct ov_chunk *c = q->ov_tail;
-    if (!c || c->count == OVERFLOW_CHUNK_TASKS) {
-        c = q->pool;
-        if (c)
-            q->pool = c->next;
-        else if (!(c = malloc(sizeof(*c)))) {
-            pthread_mutex_unlock(&q->ov_lock);
-            return -ENOMEM;
-        }
-        c->next = NULL;
-        c->count = 0;
-        if (q->ov_tail)
-            q->ov_tail->next = c;
-        else
-            q->ov_head = c;
-        q->ov_tail = c;
-    }
-    c->tasks[c->count++] = (struct evloop__task){cb, arg};
-    /* Written under the lock only; relaxed: evloop_stats reads it from anywhere. */
-    atomic_store_explicit(&q->overflows,
-                          atomic_load_explicit(&q->overflows, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-    /* seq_cst: pairs with the load of spill in evloop__ingress_is_empty() (Dekker with
-     * the loop's sleep word), and makes this producer's next pushes come here too. Seen
-     * set under the lock, no take has happened since the push that set it: the loop
-     * takes this task with that one, and that push's exchange already did the Dekker
-     * part. */
-    if (!atomic_load_explicit(&q->spill, memory_order_relaxed))
-        atomic_exchange(&q->spill, 1);
-    pthread_mutex_unlock(&q->ov_lock);
-    return 0;
-}
-
-static uint64_t room_left(struct evloop__ingress *q, uint64_t pos)
-{
-    /* acquire: pairs with the release of head_pub in drain_ring(): the consumer has read
-     * every slot before head_pub, so they may be overwritten. */
-    uint64_t head = atomic_load_explicit(&q->head_pub, memory_order_acquire);
-    return q->mask + 1 - (pos - head);
-}
-
-/* The ring is full at pos. Waits while the loop keeps consuming, until a quarter of the
- * ring is free. False when the loop made no progress for ROOM_STALL_NS, or ROOM_WAIT_NS
- * passed: then the task spills, so a busy or stuck loop never blocks a producer long. */
-static bool wait_for_room(struct evloop__ingress *q, uint64_t pos)
-{
-    uint64_t want = (q->mask + 1) / 4 ? (q->mask + 1) / 4 : 1, seen = room_left(q, pos);
-    uint64_t start = evloop__clock_ns(), last = start;
-    for (unsigned i = 1;; i++) {
-        uint64_t room = room_left(q, pos);
-        if (room >= want)
-            return true;
-        evloop__cpu_relax();
-        if ((i & 15) == 0) {
-            uint64_t now = evloop__clock_ns();
-            if (room != seen)
-                last = now;
-            seen = room;
-            if (now - start > ROOM_WAIT_NS || now - last > ROOM_STALL_NS)
-                return false;
-        }
-    }
-}
-
-int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
-{
-    uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
-    for (;;) {
-        if (pos & CLOSED_BIT) {
-            /* acquire: pairs with the seq_cst fetch_or in _close(), so what the closer
-             * did before closing is visible to this producer after the refusal. */
-            atomic_thread_fence(memory_order_acquire);
-            return -ESHUTDOWN;
-        }
-        /* acquire: pairs with the seq_cst clear in take_overflow(), which reads tail
-         * first, so a producer back on the ring after a spill claims past that take's
-         * boundary. A producer sees its own spill (coherence); others may go to the ring
-         * until they see it, which keeps their order too. */
-        if (atomic_load_explicit(&q->spill, memory_order_acquire))
-            return overflow_push(q, cb, arg);
-        if (room_left(q, pos) > 0) {
-            /* seq_cst: the claim is the push's Dekker write; pairs with the seq_cst load
-             * of tail in evloop__ingress_is_empty(). */
-            if (atomic_compare_exchange_weak_explicit(&q->tail, &pos, pos + 1, memory_order_seq_cst,
-                                                      memory_order_relaxed)) {
-                struct slot *s = &q->slots[pos & q->mask];
-                s->cb = cb;
-                s->arg = arg;
-                /* release: pairs with the acquire of seq in drain_ring(). */
-                atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-                return 0;
-            }
-        } else {
-            if (!wait_for_room(q, pos))
-                return overflow_push(q, cb, arg);
-            pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
-        }
-    }
-}
-
-static size_t drain_ring(struct evloop__ingress *q, struct evloop__task *out, size_t max)
-{
-    size_t n = 0;
-    uint64_t head = q->head;
-    while (n < max) {
-        struct slot *s = &q->slots[head & q->mask];
-        /* acquire: pairs with the producer's release of seq in evloop__ingress_push(). */
-        if (atomic_load_explicit(&s->seq, memory_order_acquire) != head + 1)
-            break;
-        out[n++] = (struct evloop__task){s->cb, s->arg};
-        head++;
-    }
-    if (n > 0) {
-        q->head = head;
-        /* release: the slots before head have been read; producers may reuse them. */
-        atomic_store_explicit(&q->head_pub, head, memory_order_release);
-    }
-    return n;
-}
-
-static bool ring_has_claims(struct evloop__ingress *q)
-{
-    /* seq_cst: pairs with the claiming CAS in evloop__ingress_push(). */
-    return (atomic_load(&q->tail) & ~CLOSED_BIT) != q->head;
-}
-
-/* Takes the whole overflow list and clears spill, recycling spare chunks. Every ring
- * position claimed before the take (below `boundary`) runs before the taken tasks; a
- * producer that spilled goes back to the ring only once it sees spill cleared, so its
- * later ring tasks lie at or past the boundary (tail is read before spill is cleared,
- * both seq_cst). */
-static void take_overflow(struct evloop__ingress *q)
-{
-    pthread_mutex_lock(&q->ov_lock);
-    if (q->spare) {
-        struct ov_chunk *last = q->spare;
-        while (last->next)
-            last = last->next;
-        last->next = q->pool;
-        q->pool = q->spare;
-        q->spare = NULL;
-    }
-    q->boundary = atomic_load(&q->tail) & ~CLOSED_BIT;
-    q->taken = q->ov_head;
-    q->taken_pos = 0;
-    q->ov_head = q->ov_tail = NULL;
-    atomic_store(&q->spill, 0);
-    pthread_mutex_unlock(&q->ov_lock);
-}
-
-static void retire_taken_chunk(struct evloop__ingress *q)
-{
-    struct ov_chunk *c = q->taken;
-    q->taken = c->next;
-    q->taken_pos = 0;
-    c->next = q->spare;
-    q->spare = c;
-}
-
-/* Hands out taken overflow tasks once the ring has run up to the boundary. */
-static size_t drain_taken(struct evloop__ingress *q, struct evloop__task *out, size_t max)
-{
-    size_t n = 0;
-    if (q->head != q->boundary) {
-        uint64_t before = q->boundary - q->head;
-        n = drain_ring(q, out, max < before ? max : (size_t)before);
-        if (q->head != q->boundary)
-            return n; /* a claimed position below the boundary is not published yet */
-    }
-    while (n < max && q->taken) {
-        struct ov_chunk *c = q->taken;
-        while (n < max && q->taken_pos < c->count)
-            out[n++] = c->tasks[q->taken_pos++];
-        if (q->taken_pos == c->count)
-            retire_taken_chunk(q);
-    }
-    return n;
-}
-
-size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out, size_t max)
-{
-    size_t n = 0;
-    for (;;) {
-        if (q->taken) {
-            n += drain_taken(q, out + n, max - n);
-            if (q->taken)
-                return n;
-        }
-        n += drain_ring(q, out + n, max - n);
-        /* acquire: pairs with the spill exchange in overflow_push() (under the lock). */
-        if (n == max || !atomic_load_explicit(&q->spill, memory_order_acquire))
-            return n;
-        take_overflow(q);
-    }
-}
-
-bool evloop__ingress_is_empty(struct evloop__ingress *q)
-{
-    /* seq_cst loads: pair with the claiming CAS and the spill exchange of a push. */
-    return !ring_has_claims(q) && !q->taken && !atomic_load(&q->spill);
-}
-
-size_t evloop__ingress_backlog(struct evloop__ingress *q)
-{
-    uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed) & ~CLOSED_BIT;
-    return (size_t)(tail - q->head);
-}
-
-void evloop__ingress_close(struct evloop__ingress *q)
-{
-    /* seq_cst: a claim either precedes this (accepted) or sees the bit (refused). */
-    atomic_fetch_or(&q->tail, CLOSED_BIT);
-    pthread_mutex_lock(&q->ov_lock);
-    q->ov_closed = true;
-    pthread_mutex_unlock(&q->ov_lock);
 }
 
 uint64_t evloop__ingress_overflows(struct evloop__ingress *q)
 {
     return atomic_load_explicit(&q->overflows, memory_order_relaxed);
+}
+
+uint64_t evloop__ingress_lanes(struct evloop__ingress *q)
+{
+    return atomic_load_explicit(&q->nlanes, memory_order_relaxed);
 }
 
 const char *evloop__ingress_name(void)

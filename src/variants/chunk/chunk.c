@@ -5,8 +5,10 @@
  * the next take: no allocation per push in steady state.
  *
  * `pushed` counts accepted tasks and `taken` counts tasks handed out; the queue is
- * empty when they are equal. pushed is incremented with a seq_cst RMW, which is the
- * push's Dekker write for the wake protocol (design.md). */
+ * empty when they are equal. A push costs one uncontended lock and nothing else: pushed
+ * is a plain store under the mutex, and the wake handshake's ordering comes from the
+ * caller's evloop__sleep_notify() (its light barrier) against the loop's heavy barrier,
+ * as for the arena variant (sleep.h). A batch takes the lock once. */
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -37,8 +39,9 @@ struct evloop__ingress {
     _Atomic uint64_t overflows;
 };
 
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity)
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence)
 {
+    (void)fence; /* the mutex orders pushes against close; notify orders the wake */
     struct evloop__ingress *q = aligned_alloc(EVLOOP_CACHELINE, sizeof(*q));
     if (!q)
         return -ENOMEM;
@@ -87,13 +90,10 @@ void evloop__ingress_free(struct evloop__ingress *q)
     free(q);
 }
 
-/* Under mu: a chunk with room at the tail, from the pool or the heap. */
-static struct chunk *tail_with_room(struct evloop__ingress *q)
+/* Under mu: appends an empty chunk, from the pool or the heap; NULL when out of memory. */
+static struct chunk *append_chunk(struct evloop__ingress *q)
 {
-    struct chunk *c = q->tail;
-    if (c && c->count < CHUNK_TASKS)
-        return c;
-    c = q->pool;
+    struct chunk *c = q->pool;
     if (c) {
         q->pool = c->next;
     } else {
@@ -112,6 +112,44 @@ static struct chunk *tail_with_room(struct evloop__ingress *q)
     return c;
 }
 
+/* Under mu: a chunk with room at the tail. */
+static struct chunk *tail_with_room(struct evloop__ingress *q)
+{
+    struct chunk *c = q->tail;
+    return c && c->count < CHUNK_TASKS ? c : append_chunk(q);
+}
+
+int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__task *tasks,
+                               size_t n)
+{
+    pthread_mutex_lock(&q->mu);
+    if (q->closed) {
+        pthread_mutex_unlock(&q->mu);
+        return -ESHUTDOWN;
+    }
+    /* All or none: the chunks a batch needs are found before any task is written. */
+    struct chunk *first = q->tail, *c = first;
+    size_t room = c ? CHUNK_TASKS - c->count : 0;
+    while (room < n) {
+        if (!append_chunk(q)) {
+            pthread_mutex_unlock(&q->mu);
+            return -ENOMEM; /* the empty chunks stay linked and serve the next push */
+        }
+        room += CHUNK_TASKS;
+    }
+    c = first && first->count < CHUNK_TASKS ? first : (first ? first->next : q->head);
+    for (size_t i = 0; i < n; i++) {
+        if (c->count == CHUNK_TASKS)
+            c = c->next;
+        c->tasks[c->count++] = tasks[i];
+    }
+    /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
+    atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+    pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
 int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
 {
     pthread_mutex_lock(&q->mu);
@@ -125,9 +163,9 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
         return -ENOMEM;
     }
     c->tasks[c->count++] = (struct evloop__task){cb, arg};
-    /* seq_cst: pairs with the load in evloop__ingress_is_empty() (Dekker with the sleep
-     * word); acquire-release with the consumer is given by the mutex. */
-    atomic_fetch_add(&q->pushed, 1);
+    /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
+    atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&q->mu);
     return 0;
 }
@@ -177,8 +215,9 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
 
 bool evloop__ingress_is_empty(struct evloop__ingress *q)
 {
-    /* seq_cst: pairs with the fetch_add in evloop__ingress_push(). */
-    return atomic_load(&q->pushed) == q->taken;
+    /* relaxed: after the loop's heavy barrier, a push whose notify missed the sleep word
+     * is visible here (sleep.h); tasks are taken under mu. */
+    return atomic_load_explicit(&q->pushed, memory_order_relaxed) == q->taken;
 }
 
 size_t evloop__ingress_backlog(struct evloop__ingress *q)
@@ -191,6 +230,23 @@ void evloop__ingress_close(struct evloop__ingress *q)
     pthread_mutex_lock(&q->mu);
     q->closed = true;
     pthread_mutex_unlock(&q->mu);
+}
+
+void evloop__ingress_fenced(struct evloop__ingress *q)
+{
+    (void)q; /* nothing kept for a barrier: the mutex orders everything */
+}
+
+bool evloop__ingress_wants_fence(struct evloop__ingress *q)
+{
+    (void)q;
+    return false;
+}
+
+uint64_t evloop__ingress_lanes(struct evloop__ingress *q)
+{
+    (void)q;
+    return 0;
 }
 
 uint64_t evloop__ingress_overflows(struct evloop__ingress *q)

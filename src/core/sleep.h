@@ -1,0 +1,85 @@
+/* The sleep protocol, in one place: how the loop goes to sleep and how every other thread
+ * (producers, remote timer and fd changes, stop, backends) makes sure it wakes up. The
+ * proof sketch and the Promela model are in docs/design.md ("Sleep") and
+ * tests/model/lanes.pml.
+ *
+ * The word holds one of the values below.
+ *
+ *   value         | stored by                         | meaning
+ *   --------------+-----------------------------------+-------------------------------------
+ *   AWAKE         | the loop (cancel, finish); a      | the loop runs, or will re-check its
+ *                 | waker (exchange, before it wakes) | queues before it blocks
+ *   SLEEP_WORD    | the loop (announce)               | it blocks on the word (futex, ulock,
+ *                 |                                   | condvar; io_uring's futex wait SQE)
+ *   SLEEP_POLLER  | the loop (announce)               | it blocks in the poller: wake it with
+ *                 |                                   | backend->wake
+ *
+ *   call                    | thread     | does
+ *   ------------------------+------------+-----------------------------------------------
+ *   evloop__sleep_notify    | any        | after publishing work: light barrier, then the
+ *                           |            | word; only the thread whose exchange flips a
+ *                           |            | SLEEP_* value to AWAKE makes the wake call
+ *   evloop__sleep_kick      | any        | bumps the epoch (a timer or fd changed), notify
+ *   evloop__sleep_wake_word | backends   | the word branch of notify (io_uring's re-arm)
+ *   evloop__sleep_announce  | loop       | stores SLEEP_*, then the heavy barrier: after
+ *                           |            | it, the loop re-checks everything, then blocks
+ *   evloop__sleep_cancel    | loop       | the re-check found work: back to AWAKE
+ *   evloop__sleep_finish    | loop       | after blocking: AWAKE again; true when a waker
+ *                           |            | (not a timeout or an fd) ended the sleep
+ *
+ * Invariant: work published before a producer's notify is seen by the loop's re-check,
+ * or that producer sees SLEEP_* and wakes the loop. The barrier pair of barrier.h makes
+ * the [publish; read word] and [store word; re-check] orders hold. */
+#ifndef EVLOOP_SLEEP_H
+#define EVLOOP_SLEEP_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "barrier.h"
+#include "common.h"
+#include "wake.h"
+
+enum {
+    EVLOOP__AWAKE = 0,
+    EVLOOP__SLEEP_WORD = 1,
+    EVLOOP__SLEEP_POLLER = 2,
+};
+
+struct evloop__sleep {
+    /* Read by every producer after every publication; written around sleeps. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint32_t word;
+    unsigned fence; /* enum evloop__fence; read-only after init */
+    struct evloop__waker *waker;
+    const struct evloop__backend *backend; /* set once the backend is open */
+    void *backend_state;
+    /* Written by threads that change what the loop waits for, and by wakers. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint32_t epoch;
+    _Atomic uint64_t word_wakes, poller_wakes;
+};
+
+/* fence_request: the config's fence name (barrier.h); *why receives "" or why producers
+ * fence. Returns 0, -EINVAL, -ENOTSUP or -ENOMEM. */
+int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const char **why);
+void evloop__sleep_destroy(struct evloop__sleep *s);
+
+void evloop__sleep_notify(struct evloop__sleep *s);
+void evloop__sleep_kick(struct evloop__sleep *s);
+void evloop__sleep_wake_word(_Atomic uint32_t *word);
+
+static inline uint32_t evloop__sleep_epoch(struct evloop__sleep *s)
+{
+    /* relaxed: the loop reads it before spinning and again after the heavy barrier of
+     * announce, which orders it against kick's [fetch_add; light barrier; word]. */
+    return atomic_load_explicit(&s->epoch, memory_order_relaxed);
+}
+
+void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value);
+void evloop__sleep_cancel(struct evloop__sleep *s);
+void evloop__sleep_block(struct evloop__sleep *s, uint32_t value, int64_t timeout_ns);
+bool evloop__sleep_finish(struct evloop__sleep *s);
+
+#endif
