@@ -1,6 +1,6 @@
-/* http_conn: the request counter, the canned response and the output buffers every server
- * of the network family shares (see http_conn.h). Requests are not parsed: a request is
- * whatever ends at "\r\n\r\n" (no bodies), which is what wrk sends. */
+/* http_conn: the request counter, the canned response, the echo mode and the output buffers
+ * every server of the network family shares (see http_conn.h). Requests are not parsed: a
+ * request is whatever ends at "\r\n\r\n" (no bodies), which is what wrk sends. */
 #include "http_conn.h"
 
 #include <errno.h>
@@ -15,8 +15,16 @@ static const char RESPONSE[] = "HTTP/1.1 200 OK\r\n"
                                "hello";
 #define RESPONSE_LEN (sizeof(RESPONSE) - 1)
 
+static bool g_echo;
+
+void http_conn_use_echo(void)
+{
+    g_echo = true;
+}
+
 void http_conn_init(struct http_conn *c)
 {
+    c->echo = g_echo;
     c->match = 0;
     c->requests = 0;
     c->out = (struct http_buf){0};
@@ -77,8 +85,20 @@ static size_t count_requests(struct http_conn *c, const char *buf, size_t n)
     return found;
 }
 
+static int echo(struct http_conn *c, const char *buf, size_t n)
+{
+    if (buf_reserve(&c->out, n) < 0)
+        return -ENOMEM;
+    memcpy(c->out.data + c->out.len, buf, n);
+    c->out.len += n;
+    c->requests += n;
+    return 0;
+}
+
 int http_conn_feed(struct http_conn *c, const char *buf, size_t n)
 {
+    if (c->echo)
+        return echo(c, buf, n);
     size_t found = count_requests(c, buf, n);
     if (found == 0)
         return 0;

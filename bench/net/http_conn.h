@@ -1,8 +1,9 @@
 /* http_conn: the one connection logic every server of the network family shares, so the
  * servers differ only in their loop. A tiny HTTP/1.1 keep-alive "hello" server's state:
  * it counts requests (each ends at the first "\r\n\r\n", pipelining allowed), queues one
- * canned response per request, and holds the output. No loop calls in it; the readiness
- * helpers at the end make plain read(2)/write(2) calls on a non-blocking socket. */
+ * canned response per request, and holds the output. In echo mode (the echo family) it
+ * queues the input itself instead. No loop calls in it; the readiness helpers at the end
+ * make plain read(2)/write(2) calls on a non-blocking socket. */
 #ifndef BENCH_NET_HTTP_CONN_H
 #define BENCH_NET_HTTP_CONN_H
 
@@ -21,18 +22,23 @@ struct http_buf {
 };
 
 struct http_conn {
+    bool echo;             /* echo mode: the output is the input */
     unsigned match;        /* bytes of "\r\n\r\n" matched at the end of the input so far */
-    uint64_t requests;     /* complete requests seen */
+    uint64_t requests;     /* complete requests seen (echo mode: bytes echoed) */
     struct http_buf out;   /* responses not yet handed to the kernel */
     struct http_buf wire;  /* responses handed to an asynchronous send still in flight */
     char in[HTTP_READ_SIZE]; /* a read buffer for servers whose reads complete later */
 };
 
+/* Every connection initialised from now on echoes instead (process-wide; set once at start
+ * by a server's --echo). */
+void http_conn_use_echo(void);
+
 void http_conn_init(struct http_conn *c);
 void http_conn_free(struct http_conn *c);
 
-/* Feeds n bytes of input: one response is queued in c->out per request they complete.
- * Returns 0 or -ENOMEM (the connection should then be closed). */
+/* Feeds n bytes of input: one response is queued in c->out per request they complete (echo
+ * mode: the bytes themselves). Returns 0 or -ENOMEM (the connection should then be closed). */
 int http_conn_feed(struct http_conn *c, const char *buf, size_t n);
 
 /* Unsent bytes in c->out. */

@@ -2,6 +2,8 @@
  * of the network family (see net_util.h). */
 #include "net_util.h"
 
+#include "http_conn.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -28,13 +30,15 @@ int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
             o->port = (int)p;
         } else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
             o->backend = argv[++i];
+        } else if (strcmp(argv[i], "--echo") == 0) {
+            http_conn_use_echo();
         } else {
             goto usage;
         }
     }
     return 0;
 usage:
-    fprintf(stderr, "usage: %s [--port N] [--backend auto|epoll|io_uring|...]\n", prog);
+    fprintf(stderr, "usage: %s [--port N] [--backend auto|epoll|io_uring|...] [--echo]\n", prog);
     return -1;
 }
 

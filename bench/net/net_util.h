@@ -1,6 +1,6 @@
 /* net_util: what the servers of the network family share besides the connection logic:
- * their command line (--port, --backend), the listening socket, accepting and the "ready"
- * line the driver (run_net.py) waits for. No loop calls in it. */
+ * their command line (--port, --backend, --echo), the listening socket, accepting and the
+ * "ready" line the driver (run_net.py) waits for. No loop calls in it. */
 #ifndef BENCH_NET_NET_UTIL_H
 #define BENCH_NET_NET_UTIL_H
 
@@ -14,8 +14,9 @@ struct net_opts {
     const char *backend; /* --backend NAME (evloop servers; NULL: "auto") */
 };
 
-/* Parses argv; on a bad argument prints the usage of prog and returns -1, else 0. It also
- * ignores SIGPIPE: a write to a connection the client has closed must fail, not kill. */
+/* Parses argv; on a bad argument prints the usage of prog and returns -1, else 0. --echo
+ * makes the server an echo server (http_conn_use_echo). It also ignores SIGPIPE: a write
+ * to a connection the client has closed must fail, not kill. */
 int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o);
 
 /* A non-blocking, close-on-exec TCP socket listening on 127.0.0.1:port, or -errno. */

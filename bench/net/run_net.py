@@ -41,6 +41,7 @@ SYSTEMS = {
     "libev": ("net_server_libev", [], "libev ev_io"),
     "libuv": ("net_server_libuv", [], "libuv uv_tcp streams"),
 }
+ECHO_CLIENT = "net_echo_client"
 BASELINES = ["libev", "libuv"]
 QUICK = {"rounds": 1, "duration": 1}
 FULL = {"rounds": 5, "duration": 3}
@@ -192,38 +193,56 @@ def self_cpu():
     return cpu_of(resource.getrusage(resource.RUSAGE_SELF))
 
 
-def run_one(build, system, conns, duration, port, pins):
-    """Runs one system at one connection count; returns a dict of its figures, with "error"
-    when something failed."""
+def parse_echo(out):
+    """messages/s (as rps), p50 and p99 (us) from echo_client's line."""
+    m = re.search(r"messages (\d+) per_s ([0-9.]+) p50_us ([0-9.]+) p99_us ([0-9.]+)", out)
+    if not m:
+        return {"rps": None}
+    return {"requests": int(m.group(1)), "rps": float(m.group(2)),
+            "p50_us": float(m.group(3)), "p99_us": float(m.group(4))}
+
+
+def client_command(build, case, duration, port):
+    if case["family"] == "echo":
+        return [os.path.join(build, ECHO_CLIENT), "--port", str(port), "--conns",
+                str(case["conns"]), "--size", str(case["size"]), "--duration", str(duration)]
+    return ["wrk", "-t1", f"-c{case['conns']}", f"-d{duration}s", "--latency",
+            f"http://127.0.0.1:{port}/"]
+
+
+def run_one(build, system, case, duration, port, pins):
+    """Runs one system on one case (family, connections, message size); returns a dict of its
+    figures, with "error" when something failed."""
     binary, args, _ = SYSTEMS[system]
-    run = {"system": system, "conns": conns}
+    echo = case["family"] == "echo"
+    run = dict(case, system=system)
     busy0, kids0, self0 = cpu_busy_seconds(), children_cpu(), self_cpu()
     started = time.monotonic()
-    srv = Server(os.path.join(build, binary), args, port, pins[0])
+    srv = Server(os.path.join(build, binary), args + (["--echo"] if echo else []), port,
+                 pins[0])
     if not srv.ready:
         _, rc, err = srv.stop()
         run["error"] = f"did not start (exit {rc}): {err.strip()[-300:]}"
         return run
     run["server"] = srv.ready
-    cmd = pins[1] + ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency",
-                     f"http://127.0.0.1:{port}/"]
-    wrk_started = time.monotonic()
+    client_started = time.monotonic()
     kids1 = children_cpu()
-    wrk = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client = subprocess.Popen(pins[1] + client_command(build, case, duration, port),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        out, _ = wrk.communicate(timeout=duration + 30)
+        out, _ = client.communicate(timeout=duration + 30)
     except subprocess.TimeoutExpired:
-        wrk.kill()
-        out, _ = wrk.communicate()
-        run["error"] = "wrk timed out"
-    wrk_s = max(time.monotonic() - wrk_started, 1e-3)
-    kids2 = children_cpu()  # communicate() reaped wrk: its CPU is in here now
+        client.kill()
+        out, _ = client.communicate()
+        run["error"] = "the client timed out"
+    client_s = max(time.monotonic() - client_started, 1e-3)
+    kids2 = children_cpu()  # communicate() reaped the client: its CPU is in here now
     srv_cpu, rc, err = srv.stop()
     elapsed = max(time.monotonic() - started, 1e-3)
     ours = (children_cpu() - kids0) + (self_cpu() - self0)
-    run.update(parse_wrk(out))
-    run["server_cpu_pct"] = round(100.0 * srv_cpu / wrk_s, 1) if srv_cpu is not None else None
-    run["wrk_cpu_pct"] = round(100.0 * (kids2 - kids1) / wrk_s, 1)
+    run.update(parse_echo(out) if echo else parse_wrk(out))
+    run["server_cpu_pct"] = round(100.0 * srv_cpu / client_s, 1) if srv_cpu is not None else None
+    run["wrk_cpu_pct"] = round(100.0 * (kids2 - kids1) / client_s, 1)
     run["others_cores"] = round(max(0.0, (cpu_busy_seconds() - busy0 - ours) / elapsed), 3)
     run["server_exit"] = rc
     m = re.search(r"(\d+) requests on (\d+) connections", err)
@@ -231,8 +250,9 @@ def run_one(build, system, conns, duration, port, pins):
         run["server_requests"], run["server_conns"] = int(m.group(1)), int(m.group(2))
     if rc != 0:
         run["error"] = f"server exited with {rc}: {err.strip()[-300:]}"
-    elif run.get("rps") is None:
-        run.setdefault("error", "no Requests/sec in wrk's output: " + out.strip()[-300:])
+    elif client.returncode != 0 or run.get("rps") is None:
+        run.setdefault("error", f"the client exited with {client.returncode}: " +
+                       out.strip()[-300:])
     return run
 
 
@@ -295,32 +315,38 @@ def available_systems(build, wanted):
     return out
 
 
-def run_rounds(build, systems, conns_list, rounds, duration, port, pins):
-    """Every round runs every system at every connection count once; inside a connection
-    count the systems' order is rotated by one from round to round. A system whose server
-    does not start (its backend is not available here) is dropped from later runs."""
+def case_label(case):
+    if case.get("family") == "echo":
+        return f"echo {case['size']} B x{case['conns']}"
+    return f"http c={case['conns']}"
+
+
+def run_rounds(build, systems, cases, rounds, duration, port, pins):
+    """Every round runs every system on every case once; inside a case the systems' order
+    is rotated by one from round to round. A system whose server does not start (its
+    backend is not available here) is dropped from later runs."""
     runs, dead = [], {}
-    total = rounds * len(systems) * len(conns_list)
+    total = rounds * len(systems) * len(cases)
     done, t0 = 0, time.monotonic()
     for rnd in range(rounds):
         order = systems[rnd % len(systems):] + systems[:rnd % len(systems)]
-        for conns in conns_list:
+        for case in cases:
             for system in order:
                 done += 1
                 if system in dead:
                     continue
-                run = run_one(build, system, conns, duration, port, pins)
+                run = run_one(build, system, case, duration, port, pins)
                 run["round"] = rnd + 1
                 runs.append(run)
                 if "error" in run and run.get("server") is None:
                     dead[system] = run["error"]
                 what = (f"ERROR {run['error'][:80]}" if "error" in run else
-                        f"{run['rps']:10.0f} req/s  p50 {fmt_us(run['p50_us']):>8s}  "
+                        f"{run['rps']:10.0f} /s  p50 {fmt_us(run['p50_us']):>8s}  "
                         f"p99 {fmt_us(run['p99_us']):>8s}  server {run['server_cpu_pct']}% "
-                        f"wrk {run['wrk_cpu_pct']}%  others {run['others_cores']:.2f}")
+                        f"client {run['wrk_cpu_pct']}%  others {run['others_cores']:.2f}")
                 print(f"  [net round {rnd + 1}/{rounds} {done:3d}/{total} "
-                      f"{time.monotonic() - t0:4.0f}s] {system:20s} c={conns:<5d} {what}",
-                      flush=True)
+                      f"{time.monotonic() - t0:4.0f}s] {system:20s} {case_label(case):18s} "
+                      f"{what}", flush=True)
     return runs, dead
 
 
@@ -332,13 +358,21 @@ def stats(vals):
             "n": len(vals)}
 
 
-def summarize(runs):
-    """{system: {conns: {metric: {median, min, max, n}}}} over the runs without errors."""
+def cell_key(run):
+    """The key of a run's cell: the connection count (http), or "SIZExCONNS" (echo)."""
+    if run.get("family") == "echo":
+        return f"{run['size']}x{run['conns']}"
+    return str(run["conns"])
+
+
+def summarize(runs, family="http"):
+    """{system: {key: {metric: {median, min, max, n}}}} over the family's runs without
+    errors; the key is cell_key()'s."""
     cells = {}
     for r in runs:
-        if "error" in r:
+        if "error" in r or r.get("family", "http") != family:
             continue
-        c = cells.setdefault(r["system"], {}).setdefault(str(r["conns"]), {})
+        c = cells.setdefault(r["system"], {}).setdefault(cell_key(r), {})
         for k in ("rps", "p50_us", "p99_us", "server_cpu_pct", "wrk_cpu_pct"):
             c.setdefault(k, []).append(r.get(k))
     return {s: {n: {k: stats(v) for k, v in m.items()} for n, m in by.items()}
@@ -476,17 +510,37 @@ def section(summary, img_prefix="", level="##"):
         md.append(f"- `{s}` did not run: {why}")
     md.append("")
     md.append("Every server shares `bench/net/http_conn.c` (count requests ending at "
-              "\"\\r\\n\\r\\n\", pipelining allowed; one canned 2xx response each), accepts "
-              "until EAGAIN and reads until EAGAIN or a short read. Higher req/s is better: "
+              "\"\\r\\n\\r\\n\", pipelining allowed; one canned 2xx response each). The "
+              "readiness servers (evloop, libev) accept until EAGAIN, read until EAGAIN or a "
+              "short read (as libuv does inside uv_read_start), write the responses and watch "
+              "for writability only while output is pending; the completion-ops server keeps "
+              "one operation in flight per connection (recv, then send). Higher req/s is better: "
               "a req/s ratio above 1.00x means the row beats the baseline; for `p99 / libuv` "
               "below 1.00x is better. req/s is the median across rounds with its min-max; "
               "p50 and p99 are medians of wrk's per-run percentiles; server CPU is the "
               "server's CPU time over the run's wall time (near 100%: the server is the "
               "bottleneck; lower: wrk, on its one CPU, is).")
     md.append("")
-    md += table(["conns", "system", "req/s", "min-max", "p50", "p99", "server CPU",
-                 "/ libev", "/ libuv", "p99 / libuv"],
-                results_rows(cells, systems, conns_list))
+    if cells:
+        md += http_tables(summary, img_prefix, level)
+    md += echo_section(summary, img_prefix, level)
+    errs = [r for r in summary["runs"]
+            if "error" in r and r["system"] not in meta.get("dead", {})]
+    if errs:
+        md.append(f"{level}# Failed runs")
+        md.append("")
+        md += [f"- round {r['round']} `{r['system']}` {case_label(r)}: {r['error']}"
+               for r in errs]
+        md.append("")
+    return md
+
+
+def http_tables(summary, img_prefix, level):
+    meta, cells = summary["meta"], summary["cells"]
+    systems, conns_list = meta["systems"], meta["conns"]
+    md = table(["conns", "system", "req/s", "min-max", "p50", "p99", "server CPU",
+                "/ libev", "/ libuv", "p99 / libuv"],
+               results_rows(cells, systems, conns_list))
     md.append("")
     md.append(f"{level}# Targets (issue 12)")
     md.append("")
@@ -500,13 +554,6 @@ def section(summary, img_prefix="", level="##"):
     md.append("")
     if summary.get("plot"):
         md.append(f"![network family]({img_prefix}{summary['plot']})")
-        md.append("")
-    errs = [r for r in summary["runs"] if "error" in r and r["system"] not in meta.get("dead", {})]
-    if errs:
-        md.append(f"{level}# Failed runs")
-        md.append("")
-        md += [f"- round {r['round']} `{r['system']}` c={r['conns']}: {r['error']}"
-               for r in errs]
         md.append("")
     return md
 
@@ -527,27 +574,28 @@ def headline(summary):
     return lines
 
 
-def make_plot(summary, outdir):
+def import_pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        return plt
     except ImportError:
         print(f"plot skipped: {sys.executable} cannot import matplotlib "
               "(Debian: apt-get install python3-matplotlib)", flush=True)
         return None
-    cells, meta = summary["cells"], summary["meta"]
-    systems = [s for s in meta["systems"] if s in cells]
-    conns_list = meta["conns"]
-    if not systems:
-        return None
+
+
+def bars(plt, cells, systems, keys, labels, titles, path):
+    """Throughput bars (median, min-max) and latency bars (p50 solid, p99 pale) per key."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5))
     width = 0.8 / len(systems)
     palette = plt.get_cmap("tab10")
     for i, s in enumerate(systems):
+        colour = palette(list(SYSTEMS).index(s) % 10)  # one colour per system in every plot
         xs, ys, lo, hi, p50, p99 = [], [], [], [], [], []
-        for k, conns in enumerate(conns_list):
-            st = cells[s].get(str(conns), {})
+        for k, key in enumerate(keys):
+            st = cells[s].get(key, {})
             if not st.get("rps"):
                 continue
             xs.append(k + i * width)
@@ -556,25 +604,101 @@ def make_plot(summary, outdir):
             hi.append(st["rps"]["max"] - st["rps"]["median"])
             p50.append(st["p50_us"]["median"] if st.get("p50_us") else 0)
             p99.append(st["p99_us"]["median"] if st.get("p99_us") else 0)
-        ax1.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=palette(i % 10), label=s)
-        ax2.bar(xs, p99, width, color=palette(i % 10), alpha=0.35)
-        ax2.bar(xs, p50, width, color=palette(i % 10), label=s)
+        ax1.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=colour, label=s)
+        ax2.bar(xs, p99, width, color=colour, alpha=0.35)
+        ax2.bar(xs, p50, width, color=colour, label=s)
     for ax in (ax1, ax2):
-        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(conns_list))])
-        ax.set_xticklabels([f"{c} connections" for c in conns_list])
-    ax1.set_ylabel("requests per second (median, min-max bars)")
-    ax1.set_title("HTTP/1.1 keep-alive throughput (higher is better)")
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))])
+        ax.set_xticklabels(labels)
+    ax1.set_ylabel(titles[0] + " (median, min-max bars)")
+    ax1.set_title(titles[1])
     ax1.legend(fontsize=8)
     ax2.set_yscale("log")
     ax2.set_ylabel("latency, us")
-    ax2.set_title("wrk latency: p50 (solid) and p99 (pale), lower is better")
-    fig.suptitle(f"network family, {meta['rounds']} rounds x {meta['duration']} s")
+    ax2.set_title(titles[2])
+    fig.suptitle(titles[3])
     fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def make_plot(summary, outdir):
+    """plots/net.png (and plots/net_echo.png with the echo family); returns the first's path
+    relative to outdir, or None."""
+    cells, meta = summary["cells"], summary["meta"]
+    echo = summary.get("echo_cells") or {}
+    http_systems = [s for s in meta["systems"] if s in cells]
+    echo_systems = [s for s in meta["systems"] if s in echo]
+    if not http_systems and not echo_systems:
+        return None
+    plt = import_pyplot()
+    if not plt:
+        return None
     pdir = os.path.join(outdir, "plots")
     os.makedirs(pdir, exist_ok=True)
-    fig.savefig(os.path.join(pdir, "net.png"), dpi=110)
-    plt.close(fig)
+    rounds = f"{meta['rounds']} rounds x {meta['duration']} s"
+    if echo_systems:
+        keys = echo_keys(meta)
+        bars(plt, echo, echo_systems, keys, [echo_label(k) for k in keys],
+             ("messages per second", "echo round trips per second (higher is better)",
+              "round trip: p50 (solid) and p99 (pale), lower is better",
+              f"echo family, {rounds}"), os.path.join(pdir, "net_echo.png"))
+        summary["echo_plot"] = "plots/net_echo.png"
+    if not http_systems:
+        return None
+    conns_list = meta["conns"]
+    bars(plt, cells, http_systems, [str(c) for c in conns_list],
+         [f"{c} connections" for c in conns_list],
+         ("requests per second", "HTTP/1.1 keep-alive throughput (higher is better)",
+          "wrk latency: p50 (solid) and p99 (pale), lower is better",
+          f"network family, {rounds}"), os.path.join(pdir, "net.png"))
     return "plots/net.png"
+
+
+def echo_keys(meta):
+    return [f"{z}x{c}" for z in meta.get("echo_sizes", []) for c in meta.get("echo_conns", [])]
+
+
+def echo_label(key):
+    size, conns = key.split("x")
+    return f"{size} B, {conns} conn{'s' if conns != '1' else ''}"
+
+
+def echo_section(summary, img_prefix, level):
+    cells, meta = summary.get("echo_cells") or {}, summary["meta"]
+    systems = [s for s in meta["systems"] if s in cells]
+    if not systems:
+        return []
+    md = [f"{level}# Echo family (bench/net/echo_client.c)", ""]
+    md.append("The same servers started with `--echo` (the connection logic queues the input "
+              "itself), against `echo_client` pinned like wrk: per connection one message of "
+              "the size given in flight, the next sent once all of it has come back. "
+              "Messages/s: median across rounds with min-max; p50/p99: medians of the "
+              "per-run round-trip percentiles. Higher messages/s is better.")
+    md.append("")
+    rows = []
+    for key in echo_keys(meta):
+        for s in systems:
+            st = cells[s].get(key)
+            if not st or not st.get("rps"):
+                continue
+            rps = st["rps"]
+            ratios = [fmt_x(ratio(rps["median"], (cells.get(b, {}).get(key, {}).get("rps") or
+                                                  {}).get("median")))
+                      if not s.startswith(b) else "" for b in BASELINES]
+            rows.append([echo_label(key), f"`{s}`", fmt_rps(rps["median"]),
+                         f"{fmt_rps(rps['min'])}-{fmt_rps(rps['max'])}",
+                         fmt_us(st["p50_us"]["median"] if st.get("p50_us") else None),
+                         fmt_us(st["p99_us"]["median"] if st.get("p99_us") else None),
+                         f"{st['server_cpu_pct']['median']:.0f}%"
+                         if st.get("server_cpu_pct") else "-"] + ratios)
+    md += table(["case", "system", "msgs/s", "min-max", "p50", "p99", "server CPU",
+                 "/ libev", "/ libuv"], rows)
+    md.append("")
+    if summary.get("echo_plot"):
+        md.append(f"![echo family]({img_prefix}{summary['echo_plot']})")
+        md.append("")
+    return md
 
 
 # ---------------------------------------------------------------- main
@@ -599,7 +723,12 @@ def main():
                     help="1 round x 1 s: a smoke run (also EVLOOP_BENCH_QUICK=1)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (default 5, quick 1)")
     ap.add_argument("--duration", type=int, help="seconds per wrk run (default 3, quick 1)")
-    ap.add_argument("--conns", default="10,200,1000", help="connection counts")
+    ap.add_argument("--conns", default="10,200,1000", help="HTTP: connection counts")
+    ap.add_argument("--families", default="http",
+                    help="http (wrk against the HTTP servers) and/or echo (echo_client against "
+                         "the same servers with --echo): default http")
+    ap.add_argument("--echo-conns", default="1,100", help="echo: connection counts")
+    ap.add_argument("--echo-sizes", default="1,4096", help="echo: message sizes, bytes")
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated, of: " + ", ".join(SYSTEMS))
     ap.add_argument("--port", type=int, default=18380)
@@ -642,18 +771,31 @@ def measure(args, mode):
     rounds = args.rounds or mode["rounds"]
     duration = args.duration or mode["duration"]
     conns_list = [int(c) for c in args.conns.split(",") if c]
+    families = [f for f in args.families.split(",") if f]
+    if set(families) - {"http", "echo"}:
+        sys.exit("--families: http and/or echo")
+    if "echo" in families and not os.access(os.path.join(build, ECHO_CLIENT), os.X_OK):
+        print(f"note: no {ECHO_CLIENT} in {build}; no echo family", flush=True)
+        families.remove("echo")
+    echo_conns = [int(c) for c in args.echo_conns.split(",") if c]
+    echo_sizes = [int(c) for c in args.echo_sizes.split(",") if c]
+    cases = [{"family": "http", "conns": c} for c in conns_list] if "http" in families else []
+    if "echo" in families:
+        cases += [{"family": "echo", "conns": c, "size": z} for z in echo_sizes
+                  for c in echo_conns]
     systems = available_systems(build, [s for s in args.systems.split(",") if s])
     if not systems:
         sys.exit(f"no network servers in {build}: build the target net_servers "
                  "(cmake --build BUILD --target net_servers)")
     if subprocess.run(["sh", "-c", "command -v wrk"], capture_output=True).returncode != 0:
         sys.exit("no wrk in PATH (Debian: apt-get install wrk)")
-    nofile = raise_fd_limit(max(conns_list) * 2 + 256)
+    nofile = raise_fd_limit(max(c["conns"] for c in cases) * 2 + 256)
     pins = pinning(args.server_cpu, args.client_cpu)
     command = os.environ.get("EVLOOP_NET_COMMAND") or " ".join(
         [os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    print(f"network family: {len(systems)} systems x {len(conns_list)} connection counts x "
-          f"{rounds} rounds x {duration} s", flush=True)
+    print(f"network family: {len(systems)} systems x {len(cases)} cases "
+          f"({', '.join(case_label(c) for c in cases)}) x {rounds} rounds x {duration} s",
+          flush=True)
     t0 = time.monotonic()
     dead = {}
     for s in systems:
@@ -663,20 +805,22 @@ def measure(args, mode):
             dead[s] = "protocol check: " + why
     if len(dead) == len(systems):
         sys.exit("no server passed the protocol check")
-    runs, dead2 = run_rounds(build, [s for s in systems if s not in dead], conns_list,
+    runs, dead2 = run_rounds(build, [s for s in systems if s not in dead], cases,
                              rounds, duration, args.port, pins)
     dead.update(dead2)
     cells = summarize(runs)
+    echo_cells = summarize(runs, "echo")
     # "evloop-arena/io_uring readiness 127.0.0.1:18380" -> without the address.
     servers = {r["system"]: r["server"].rsplit(" ", 1)[0] for r in runs if r.get("server")}
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "elapsed_s": round(time.monotonic() - t0, 1), "command": command,
             "rounds": rounds, "duration": duration, "conns": conns_list,
-            "systems": [s for s in systems if s not in dead or s in cells],
+            "families": families, "echo_conns": echo_conns, "echo_sizes": echo_sizes,
+            "systems": [s for s in systems if s not in dead or s in cells or s in echo_cells],
             "dead": dead, "servers": servers, "wrk": wrk_version(), "nofile": nofile,
             "pin_server": pins[0], "pin_client": pins[1]}
-    return {"meta": meta, "runs": runs, "cells": cells,
-            "targets": evaluate_targets(cells, conns_list)}
+    return {"meta": meta, "runs": runs, "cells": cells, "echo_cells": echo_cells,
+            "targets": evaluate_targets(cells, conns_list) if "http" in families else []}
 
 
 if __name__ == "__main__":
