@@ -8,11 +8,50 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* One readiness report: tag as given to add/modify, events as EVLOOP_* bits. */
+/* One report of wait(). Readiness: tag as given to add/modify, events as EVLOOP_* bits,
+ * res unused. A completion of a native operation (op_start below): events is EVLOOP__EV_OP,
+ * tag is (uint64_t)(uintptr_t) of the op, res its result. */
 struct evloop__io_event {
     uint64_t tag;
     uint32_t events;
+    int64_t res;
 };
+
+/* ---- completion operations (evloop_accept/recv/send; the core's side is ops.c) ----
+ *
+ * A backend may run them natively: it sets op_start and op_cancel (both or neither). When
+ * they are NULL the core emulates every operation with add/modify/remove readiness and
+ * non-blocking syscalls, so a backend without them loses nothing but speed.
+ *
+ * The contract of a native backend:
+ *  - op_start and op_cancel are called on the loop thread only (inside evloop_run, or by
+ *    the thread running the loop's final drain), never concurrently with wait().
+ *  - Every op_start that returned 0 gets exactly one completion report from a later wait()
+ *    (never from op_start itself): {tag = (uintptr_t)op, events = EVLOOP__EV_OP, res}, also
+ *    after op_cancel. Reports of ops are never dropped, merged or re-polled; they count in
+ *    wait()'s max like readiness reports, and a wait() that has one to give returns it
+ *    without blocking. The backend calls no core function: reports are the only way back.
+ *  - The op's memory and d->buf stay valid until its report has been returned; the core
+ *    never starts an op twice and never cancels one whose report it has seen.
+ *  - res: ACCEPT: the new fd, already O_NONBLOCK and O_CLOEXEC; RECV: bytes read into
+ *    d->buf, 1..d->len, 0 when the peer closed; SEND: bytes written, 1..d->len (a short
+ *    write is fine: the core starts the rest as a new SEND); or a negative errno (-EAGAIN
+ *    is never reported: the backend waits for readiness itself).
+ *  - Per fd the core has at most one ACCEPT, one RECV and one SEND started at a time (it
+ *    queues further sends itself, to keep them in order), and only on fds that are not
+ *    registered with add() (evloop_io_* and ops exclude each other per fd).
+ *  - The loop sleeps in wait() while any op is started (ops count in the loop's fds).
+ * How the backend batches submissions (one io_uring_enter per wait), uses multishot
+ * requests or provided buffers behind these calls, is its own business. */
+struct evloop__op; /* core-owned (ops.c): stable address from op_start until its report */
+enum { EVLOOP__OP_ACCEPT = 1, EVLOOP__OP_RECV, EVLOOP__OP_SEND };
+struct evloop__op_desc {
+    int kind; /* EVLOOP__OP_* */
+    int fd;
+    void *buf;  /* RECV: where to read; SEND: what to write (cast from const); ACCEPT: NULL */
+    size_t len; /* RECV, SEND: > 0; ACCEPT: 0 */
+};
+#define EVLOOP__EV_OP 0x80000000u /* in evloop__io_event.events: an op's completion */
 
 enum {
     /* wait() also returns when the loop's sleep word is woken by evloop__waker_wake(),
@@ -38,6 +77,15 @@ struct evloop__backend {
     int (*wait)(void *state, int64_t timeout_ns, struct evloop__io_event *ev, int max);
     /* Any thread: makes a wait in progress (or the next one) return. */
     int (*wake)(void *state);
+    /* Optional, both or neither (see "completion operations" above); NULL: the core
+     * emulates ops with readiness. Loop thread. op_start: starts op as d describes (d is
+     * only read during the call); returns 0 (one report will come) or -errno (none will;
+     * the core reports the error to the caller). op_cancel: asks that a started op end
+     * soon; its one report still comes, with -ECANCELED or with the result it had reached
+     * (the core turns both into -ECANCELED for the caller, closing an accepted fd). Returns
+     * 0 or -errno; either way the report still comes. */
+    int (*op_start)(void *state, struct evloop__op *op, const struct evloop__op_desc *d);
+    int (*op_cancel)(void *state, struct evloop__op *op);
 };
 
 /* Called by a backend's init just before it returns -ENOTSUP, on the same thread: what
