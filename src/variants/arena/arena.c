@@ -512,7 +512,9 @@ static void settle(struct evloop__ingress *q, struct lane *l)
 {
     if (reclaim_if_orphaned(q, l))
         return;
-    atomic_store_explicit(&l->announced, 0, memory_order_relaxed);
+    /* release: the consumer's last use of next_announce (take_announced) happens before
+     * the producer that exchanges announced 0 -> 1 writes it again. */
+    atomic_store_explicit(&l->announced, 0, memory_order_release);
     if (q->fence != EVLOOP__FENCE_SEQ_CST) {
         l->state = PROBATION; /* let go only after the next heavy barrier */
         q->on_probation++;
