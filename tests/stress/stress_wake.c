@@ -127,10 +127,13 @@ static void on_expiry(struct wake_rig *w, enum handoff kind, uint64_t round, uin
     _exit(1);
 }
 
+static const char *g_fence; /* evloop_config.fence of the rig's loop: NULL is the default */
+
 static void rig_open(struct wake_rig *w, bool poller_mode)
 {
     memset(w, 0, sizeof *w);
     evloop_config cfg = test_config_no_spin();
+    cfg.fence = g_fence;
     w->loop = test_loop_new(&cfg);
     atomic_init(&w->ran, 0);
     test_pipe(w->ready);
@@ -146,10 +149,10 @@ static void rig_close(struct wake_rig *w, struct test_runner *r, const char *wha
     test_runner_stop(r);
     struct evloop_stats st;
     assert_rc(evloop_stats(w->loop, &st), 0);
-    printf("# figure: wake %s %s.%s: %llu rounds, watchdog %lld ms: expiries %llu "
+    printf("# figure: wake %s %s.%s fence %s: %llu rounds, watchdog %lld ms: expiries %llu "
            "(submit %llu, internal %llu, microtask %llu, timer %llu, fd %llu), late %llu; "
            "futex sleeps %llu wakes %llu, poller sleeps %llu wakes %llu, %.1f s\n",
-           what, EVLOOP_TEST_VARIANT, st.backend, (unsigned long long)w->rounds,
+           what, EVLOOP_TEST_VARIANT, st.backend, st.fence, (unsigned long long)w->rounds,
            (long long)stress_watchdog_ms(), (unsigned long long)w->expiries,
            (unsigned long long)w->expiries_by_kind[BY_SUBMIT],
            (unsigned long long)w->expiries_by_kind[BY_INTERNAL],
@@ -306,6 +309,24 @@ static void test_two_producers_racing_at_a_loop_asleep_in_the_poller_never_expir
     two_producer_rounds(true);
 }
 
+/* The same rounds with producers paying a seq_cst fence (the fallback where membarrier is
+ * refused); the tests above run the default, membarrier (seq_cst under TSan). */
+static void test_handoff_to_a_loop_asleep_on_its_word_with_fences_never_expires(void **state)
+{
+    (void)state;
+    g_fence = "seq_cst";
+    one_producer_rounds(false);
+    g_fence = NULL;
+}
+
+static void test_handoff_to_a_loop_asleep_in_the_poller_with_fences_never_expires(void **state)
+{
+    (void)state;
+    g_fence = "seq_cst";
+    one_producer_rounds(true);
+    g_fence = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +334,8 @@ int main(void)
         cmocka_unit_test(test_handoff_to_a_loop_asleep_in_the_poller_never_expires),
         cmocka_unit_test(test_two_producers_racing_at_a_loop_asleep_on_its_word_never_expire),
         cmocka_unit_test(test_two_producers_racing_at_a_loop_asleep_in_the_poller_never_expire),
+        cmocka_unit_test(test_handoff_to_a_loop_asleep_on_its_word_with_fences_never_expires),
+        cmocka_unit_test(test_handoff_to_a_loop_asleep_in_the_poller_with_fences_never_expires),
     };
     test_require_backend();
     return cmocka_run_group_tests_name("stress_wake", tests, NULL, NULL);
