@@ -35,3 +35,4 @@ cmake -S . -B build-ci-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DEVLOOP_WERROR
 cmake --build build-ci-bench -j "$jobs"
 ./build-ci-bench/bench/evloop_bench --benchmark_min_time=0.001 >build-ci-bench/smoke.txt
 echo "bench smoke: $(grep -c manual_time build-ci-bench/smoke.txt) benchmarks ran"
+bash tests/consumers/run.sh build-ci-consumers # install, then find_package/pkg-config/add_subdirectory/FetchContent consumers, with and without liburing
