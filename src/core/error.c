@@ -39,12 +39,12 @@ EVLOOP_API const char *evloop_strerror(int err)
 {
     switch (err) {
     case 0: return "success";
-    case -EINVAL: return "invalid argument (NULL loop or callback, unknown event bits or backend, malformed profile)";
+    case -EINVAL: return "invalid argument (NULL loop or callback, unknown event bits or backend, malformed profile; after evloop_new, evloop_last_error() names it)";
     case -ESHUTDOWN: return "the loop is terminating or terminated; the work was not accepted";
     case -ENOTSUP: return "the requested backend does not exist or cannot start here";
     case -EBADF: return "not a valid open file descriptor";
     case -EEXIST: return "file descriptor already registered";
-    case -ENOENT: return "no such file descriptor, timer or profile file";
+    case -ENOENT: return "no such file descriptor, timer or profile file (after evloop_new, evloop_last_error() names the file)";
     case -EBUSY: return "the loop is running";
     case -ENOMEM: return "out of memory; nothing was accepted";
     default: break;
