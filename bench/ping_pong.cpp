@@ -1,22 +1,14 @@
-// PingPong (the flood): one producer submits kTasks tasks back to back, then waits once
-// until all ran, spinning (so its own wake-up never enters the figure). One op = one task;
-// ns_per_op is the hand-off throughput of one producer.
+// PingPong (the flood): one producer submits 100,000 tasks back to back per iteration,
+// then spins until all ran. One op = one task. Kernel: kernels/submit_flood.cpp.
 #include "harness.h"
 
 namespace
 {
 
-constexpr uint64_t kTasks = 100000;
-
-void run(benchmark::State &s, const bench::Target &t)
-{
-    bench::run_submit_batches(s, t, kTasks);
-}
-
 void register_family()
 {
     for (const bench::Target &t : bench::targets(0))
-        bench::add("PingPong", t, "", run);
+        bench::add_kernel("PingPong", t);
 }
 
 } // namespace

@@ -19,6 +19,13 @@ typedef void (*bench_cb)(void *arg);
 /* Same shape as evloop_io_cb, so the evloop adapter passes it through untouched. */
 typedef void (*bench_io_cb)(void *arg, int fd, unsigned events);
 
+/* One task of a batch (submit_batch). Same layout as struct evloop_task, so the evloop
+ * adapter hands an array of these to evloop_submit_batch as it is (it checks the layout). */
+struct bench_task {
+    bench_cb cb;
+    void *arg;
+};
+
 struct bench_loop; /* one running loop of one system; private to its adapter */
 
 /* What a loop is created with. Only evloop reads backend, budget, spin and profile; the
@@ -46,7 +53,9 @@ enum {
     BENCH_CAP_TIMERS = 1u << 1,   /* timers_reserve / timer_start */
     BENCH_CAP_IO = 1u << 2,       /* io_add / io_remove */
     BENCH_CAP_BACKENDS = 1u << 3, /* one registration per backend in EVLOOP_BACKENDS */
-    BENCH_CAP_TUNABLE = 1u << 4,  /* batch_budget and spin_ns mean something */
+    BENCH_CAP_TUNABLE = 1u << 4,  /* batch_budget and spin_ns mean something: evloop, and
+                                     only evloop (the harness's "is this evloop") */
+    BENCH_CAP_FLOOR = 1u << 5,    /* a hardware floor, not a loop */
 };
 
 struct bench_system {
@@ -71,6 +80,9 @@ struct bench_system {
      * a task that runs before waiting external ones, and a microtask. Any thread. */
     int (*submit_internal)(struct bench_loop *loop, bench_cb cb, void *arg);
     int (*queue_microtask)(struct bench_loop *loop, bench_cb cb, void *arg);
+    /* Optional (NULL when the system has no batch call): queues tasks[0..n) in order with
+     * one call, all or none. Any thread (as submit). Returns 0 or a negative errno. */
+    int (*submit_batch)(struct bench_loop *loop, const struct bench_task *tasks, size_t n);
     /* Loop thread only. timers_reserve makes room for n timers started afterwards (the
      * baselines need one handle per timer; evloop keeps its own), then timer_start starts
      * a one-shot timer that runs cb(arg) after delay_ns. */

@@ -833,8 +833,8 @@ def make_plots(data, summary, outdir):
     if bursts:
         fig, axes = plt.subplots(1, 3, figsize=(16, 5))
         panels = [("Throughput", "ns_per_op", "ns per task"),
-                  ("Latency", "p50_ns", "submit-to-run p50 ns"),
-                  ("Latency", "p99_ns", "submit-to-run p99 ns")]
+                  ("SubmitToRun", "p50_ns", "submit-to-run p50 ns"),
+                  ("SubmitToRun", "p99_ns", "submit-to-run p99 ns")]
         for ax, (kind, metric, ylabel) in zip(axes, panels):
             rows = [f"MicroBatchBudget/{kind}/burst:{b}" for b in bursts]
             for i, c in enumerate(cols_of(rows, with_tagged=True)):

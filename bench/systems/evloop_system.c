@@ -3,6 +3,7 @@
  * its own libevloop_<variant>.a into one relocatable object in which only
  * bench_system_evloop_<variant> stays global, so both variants live in one binary. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,17 @@ static int queue_microtask(struct bench_loop *l, bench_cb cb, void *arg)
     return evloop_queue_microtask(l->loop, cb, arg);
 }
 
+/* A bench_task array is passed as it is: the two structs must have one layout. */
+_Static_assert(sizeof(struct bench_task) == sizeof(struct evloop_task) &&
+                   offsetof(struct bench_task, cb) == offsetof(struct evloop_task, cb) &&
+                   offsetof(struct bench_task, arg) == offsetof(struct evloop_task, arg),
+               "struct bench_task must match struct evloop_task");
+
+static int submit_batch(struct bench_loop *l, const struct bench_task *tasks, size_t n)
+{
+    return evloop_submit_batch(l->loop, (const struct evloop_task *)tasks, n);
+}
+
 static int timers_reserve(struct bench_loop *l, size_t n)
 {
     /* evloop allocates its own timer records; that cost is part of what is measured. */
@@ -157,6 +169,7 @@ const struct bench_system SYSTEM_SYMBOL = {
     .submit = submit,
     .submit_internal = submit_internal,
     .queue_microtask = queue_microtask,
+    .submit_batch = submit_batch,
     .timers_reserve = timers_reserve,
     .timer_start = timer_start,
     .io_add = io_add,

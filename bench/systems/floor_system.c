@@ -167,7 +167,7 @@ static const char *backend(struct bench_loop *l)
 
 const struct bench_system bench_system_floor_spin = {
     .name = "floor-spin",
-    .caps = 0,
+    .caps = BENCH_CAP_FLOOR,
     .probe = probe,
     .create = create_spin,
     .run = run,
@@ -180,7 +180,7 @@ const struct bench_system bench_system_floor_spin = {
 
 const struct bench_system bench_system_floor_futex = {
     .name = "floor-futex",
-    .caps = 0,
+    .caps = BENCH_CAP_FLOOR,
     .probe = probe,
     .create = create_futex,
     .run = run,

@@ -38,10 +38,11 @@ def bench_run(
     batch_budget: int = 0,
     iterations: int = 1000,
     max_seconds: float = 0.0,
-    shape: str = "hot",
-    producers: int = 10,
-    tasks: int = 100000,
-    burst: int = 1000,
-    gap_ns: int = 50000,
+    shape: str = "",
+    producers: int = 0,
+    tasks: int = 0,
+    batch: int = 0,
+    gap_ns: int = 0,
 ) -> Dict[str, Any]:
-    """Runs one kernel with the GIL released; see evloop.bench.run."""
+    """Runs one kernel with the GIL released; see evloop.bench.run. Zero or empty
+    parameters take the family's defaults."""

@@ -1,9 +1,11 @@
-"""The C benchmark kernels, callable from Python with their parameters.
+"""bench/'s benchmark kernels, callable from Python with their parameters.
 
 Each call creates a loop of the chosen system on its own (C) thread, runs the family's
 kernel for ``iterations`` timed iterations with the GIL released, and returns a
-:class:`Result` with the per-op samples (latency families) or per-round samples
-(throughput families, in ns per task) and the counters the benchmark suite reports. No
+:class:`Result` with one sample per iteration (the iteration's ns for the latency
+families, where an iteration is one round trip or chain; its ns per op for the others) and
+the counters the benchmark suite reports. The kernels are bench/'s own (bench/kernels/):
+the google-benchmark binary runs the same code, with the same ops, waits and warm-ups. No
 Python runs between the first and the last timestamp, so a script can sweep a parameter
 (spin window, batch budget, producers, ...) and get the C figures::
 
@@ -12,20 +14,33 @@ Python runs between the first and the last timestamp, so a script can sweep a pa
         r = bench.run("PingPongLatency", shape="cold", spin_ns=spin, iterations=5000)
         print(spin, r.p50, r.p99)
 
-Families (same names, ops and waits as the google-benchmark suite under bench/):
+Families (bench/README.md and the headers of bench/kernels/*.cpp define each op); a
+parameter left ``None`` takes the family's value in the benchmark suite:
 
-==================== ===============================================================
-PingPongLatency      one task at a time; op = round trip. shape: ``hot`` (producer
-                     spins), ``cold`` (after an untimed ``gap_ns`` busy gap),
-                     ``blocking`` (producer sleeps on a futex). Per-op samples.
-PingPong             the flood: ``tasks`` submitted back to back per iteration by one
-                     producer; one sample per iteration (ns per task).
-BurstSubmit          bursts of ``burst`` tasks, waiting for each burst; per burst.
-MultiProducer        ``producers`` threads submit ``tasks`` in all per iteration
-                     (started in the timed region); per iteration.
-MicrotaskRoundTrip   the hot round trip through queue_microtask; per op.
-ReadinessRoundTrip   the fd ping-pong: a byte into a pipe the loop watches; per op.
-==================== ===============================================================
+======================= ============================================================
+PingPongLatency         one task at a time; op = round trip. shape: ``hot`` (producer
+                        spins), ``cold`` (after an untimed ``gap_ns`` busy gap),
+                        ``blocking`` (producer sleeps on a futex). Per-op samples.
+PingPong                the flood: ``tasks`` (100,000) submitted back to back per
+                        iteration by one producer.
+BurstSubmit             bursts of ``burst`` (1000) tasks, waiting for each burst.
+BatchSubmit             the flood in batches of ``batch`` (64) tasks per
+                        evloop_submit_batch call (the floors: one submit per task).
+MultiProducer           ``producers`` (10) threads submit ``tasks`` (100,000) in all per
+                        iteration (started in the timed region); also
+                        MultiProducerContention (100 producers).
+MicrotaskRoundTrip      the hot round trip through queue_microtask; per op.
+ReadinessRoundTrip      the fd ping-pong: a byte into a pipe the loop watches; per op.
+SubmitInternalChain     chains of ``tasks`` (32) internal submits; per chain.
+InternalPriority        one internal task behind ``tasks`` (64) external ones.
+MicroBatchBudget        shape ``Throughput`` / ``SubmitToRun`` (bursts of ``burst``) or
+                        ``Continuous`` (``producers`` streaming).
+MicroCASContention      ``producers`` submit ``tasks`` in all; only submission timed.
+MicroWakeupSyscall      shape ``Running``, ``Sleeping``, ``Burst``, ``RapidSubmit``.
+Timers                  shape ``million`` or ``lateness``.
+AllocPressure           the flood beside an allocator-churning thread.
+IdleCost                the CPU an idle loop burns 10-60 ms after work.
+======================= ============================================================
 
 Systems: ``"evloop"`` (with ``variant``, ``backend``, ``spin_ns``, ``batch_budget``) and
 the hardware floors ``"floor-spin"`` and ``"floor-futex"`` (one producer only).
@@ -48,10 +63,23 @@ DEFAULT_ITERATIONS: Dict[str, int] = {
     "PingPongLatency": 20000,
     "PingPong": 20,
     "BurstSubmit": 500,
+    "BatchSubmit": 20,
     "MultiProducer": 10,
+    "MultiProducerContention": 10,
     "MicrotaskRoundTrip": 20000,
     "ReadinessRoundTrip": 10000,
+    "SubmitInternalChain": 5000,
+    "InternalPriority": 2000,
+    "MicroBatchBudget": 500,
+    "MicroCASContention": 50,
+    "MicroWakeupSyscall": 1000,
+    "Timers": 3,
+    "AllocPressure": 20,
+    "IdleCost": 10,
 }
+
+# The families whose `burst` is their tasks per iteration.
+_BURST_FAMILIES = ("BurstSubmit", "MicroBatchBudget")
 
 
 def _require_bench(mod: Any) -> None:
@@ -74,14 +102,18 @@ def systems() -> List[str]:
 class Result:
     """What one :func:`run` measured.
 
-    ``samples`` are ns per op for the latency families (``per_op_samples`` True) and ns
-    per task of each iteration for the throughput families. ``counters`` holds what the
-    benchmark suite reports: ``ns_per_op`` (timed ns / ops), ``p10_ns`` .. ``p999_ns``,
-    ``min_ns``, ``max_ns`` (over the samples), ``wakes_per_op``, ``loop_sleeps_per_op``,
-    ``tasks_per_drain``, ``loop_cpu_ns_per_op``, ``cpu_ns_per_op`` and, for evloop,
-    ``spin_hits_per_op``, ``budget_end``, ``spin_ns_end``."""
+    ``samples`` are one per iteration: its ns for the latency families
+    (``per_op_samples`` True: an iteration is one round trip, or one chain), else its ns
+    per op. ``counters`` holds what the benchmark suite reports: ``ns_per_op`` (timed ns /
+    ops), ``p10_ns`` .. ``p999_ns``, ``min_ns``, ``max_ns`` (over the samples, unless the
+    family reports its own, as MicroBatchBudget's per-task latencies), ``wakes_per_op``,
+    ``loop_sleeps_per_op``, ``tasks_per_drain``, ``loop_cpu_ns_per_op``,
+    ``cpu_ns_per_op``, for evloop ``spin_hits_per_op``, ``budget_end``, ``spin_ns_end``,
+    and the family's own (``native``, ``externals_first``, ``late_p50_ns``, ...).
+    ``name`` is the benchmark suite's: ``Family/system[@tag][/backend][/shape]``."""
 
     family: str
+    name: str
     system: str
     variant: Optional[str]
     backend: str
@@ -93,24 +125,7 @@ class Result:
     samples: List[int] = field(repr=False)
     counters: Dict[str, float] = field(repr=False)
     error: str = ""
-
-    @property
-    def name(self) -> str:
-        """The benchmark suite's name: ``Family/system[@tag][/backend][/shape]``."""
-        sys_name = self.system
-        tag = []
-        if self.params.get("batch_budget"):
-            tag.append(f"budget{self.params['batch_budget']}")
-        if self.params.get("spin_ns", -1) != -1:
-            tag.append(f"spin{self.params['spin_ns']}")
-        if tag:
-            sys_name += "@" + "-".join(tag)
-        parts = [self.family, sys_name]
-        if self.system.startswith("evloop"):
-            parts.append(self.backend)
-        if self.family == "PingPongLatency":
-            parts.append(self.params.get("shape", "hot"))
-        return "/".join(parts)
+    label: str = ""
 
     @property
     def ns_per_op(self) -> float:
@@ -143,6 +158,8 @@ class Result:
                              "real_time": self.timed_ns / max(self.iterations, 1) / 1e3,
                              "time_unit": "us"}
         d.update({k: float(v) for k, v in self.counters.items()})
+        if self.label:
+            d["label"] = self.label
         if self.error:
             d["error_occurred"] = True
             d["error_message"] = self.error
@@ -158,11 +175,12 @@ def run(
     iterations: Optional[int] = None,
     spin_ns: int = -1,
     batch_budget: int = 0,
-    producers: int = 10,
-    tasks: int = 100000,
-    burst: int = 1000,
-    shape: str = "hot",
-    gap_ns: int = 50000,
+    producers: Optional[int] = None,
+    tasks: Optional[int] = None,
+    burst: Optional[int] = None,
+    batch: Optional[int] = None,
+    shape: Optional[str] = None,
+    gap_ns: Optional[int] = None,
     max_seconds: float = 0.0,
 ) -> Result:
     """Runs one benchmark kernel in C and returns its samples and counters.
@@ -173,11 +191,13 @@ def run(
       ``evloop.Loop``); backend ``None`` is "auto".
     - iterations: timed iterations (ops for latency families, rounds for throughput
       ones); default :data:`DEFAULT_ITERATIONS`. max_seconds > 0 stops earlier.
-    - producers, tasks: MultiProducer threads and tasks per round (PingPong: tasks per
-      round); burst: BurstSubmit's burst; shape, gap_ns: PingPongLatency's.
+    - producers, tasks, burst (BurstSubmit's and MicroBatchBudget's tasks per
+      iteration), batch (BatchSubmit), shape, gap_ns (PingPongLatency/cold): the
+      family's parameters; ``None`` is the benchmark suite's value.
 
     Raises ValueError for unknown names and RuntimeError when the kernel cannot start
-    or fails before its first iteration (a later failure is in ``Result.error``).
+    (a shape the family does not have, a backend that cannot start) or fails before its
+    first iteration (a later failure is in ``Result.error``).
     """
     if variant not in _MODULES:
         raise ValueError(f"unknown variant {variant!r}")
@@ -194,26 +214,26 @@ def run(
     else:
         raise ValueError(f"unknown system {system!r}: expected one of {systems()}")
     if iterations is None:
-        iterations = DEFAULT_ITERATIONS[family]
+        iterations = DEFAULT_ITERATIONS.get(family, 100)
     if iterations < 1:
         raise ValueError("iterations must be >= 1")
     if batch_budget < 0:
         raise ValueError("batch_budget must be >= 0")
-    d = mod.bench_run(family, cname, backend or "", spin_ns, batch_budget, iterations,
-                      max_seconds, shape, producers, tasks, burst, gap_ns)
-    params: Dict[str, Any] = {"spin_ns": spin_ns, "batch_budget": batch_budget}
-    if family == "PingPongLatency":
-        params["shape"] = shape
-        if shape == "cold":
-            params["gap_ns"] = gap_ns
-    if family == "MultiProducer":
-        params.update(producers=producers, tasks=tasks)
-    if family == "PingPong":
-        params["tasks"] = tasks
-    if family == "BurstSubmit":
-        params["burst"] = burst
-    return Result(family=family, system=d["system"],
+    if family in _BURST_FAMILIES and burst is not None:
+        tasks = burst
+    given = {"producers": producers, "tasks": tasks, "batch": batch, "gap_ns": gap_ns}
+    for k, v in given.items():
+        if v is not None and v < 1:
+            raise ValueError(f"{k} must be >= 1")
+    d = mod.bench_run(family, cname, backend=backend or "", spin_ns=spin_ns,
+                      batch_budget=batch_budget, iterations=iterations,
+                      max_seconds=max_seconds, shape=shape or "",
+                      **{k: v for k, v in given.items() if v is not None})
+    params: Dict[str, Any] = {"spin_ns": spin_ns, "batch_budget": batch_budget,
+                              **{k: v for k, v in d["params"].items() if v not in ("", 0)}}
+    return Result(family=family, name=d["name"], system=d["system"],
                   variant=variant if system == "evloop" else None, backend=d["backend"],
                   params=params, iterations=d["iterations"], ops=d["ops"],
                   timed_ns=d["timed_ns"], per_op_samples=d["per_op_samples"],
-                  samples=d["samples"], counters=dict(d["counters"]), error=d["error"])
+                  samples=d["samples"], counters=dict(d["counters"]), error=d["error"],
+                  label=d["label"])

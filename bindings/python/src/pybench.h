@@ -1,4 +1,4 @@
-// evloop.bench's kernels (pybench.cpp), registered into each extension module.
+// evloop.bench (pybench.cpp: the glue to bench/'s kernels), registered into each extension module.
 #ifndef EVLOOP_PYBENCH_H
 #define EVLOOP_PYBENCH_H
 
