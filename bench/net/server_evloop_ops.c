@@ -1,10 +1,10 @@
 /* server_evloop_ops: the network family's HTTP/1.1 server on evloop's completion operations
  * (evloop_accept, evloop_recv, evloop_send), on the backend --backend names. Thin glue
- * around http_conn. One operation is in flight per connection: a recv; when it completes,
- * the responses it asked for go out in one send, and the next recv is posted once that send
- * has completed (a keep-alive client waits for its response anyway). So a callback that
- * closes its connection never has another operation of it in flight. */
-#include <fcntl.h>
+ * around http_conn. A recv stays posted on every connection (as libuv keeps reading), except
+ * while unsent output is above HTTP_OUT_HIGH; the responses a recv asks for go out in one
+ * send, one send in flight at a time. A connection is freed, and its fd closed, once no
+ * operation of it is pending: closing cancels what is (evloop_op_cancel) and the last
+ * callback frees it. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,9 @@
 
 struct conn {
     int fd;
+    unsigned pending; /* operations posted whose callback has not run yet */
+    bool reading;     /* a recv is pending */
+    bool closing;     /* closed: what is pending was cancelled; the last callback frees */
     struct http_conn http;
 };
 
@@ -33,63 +36,106 @@ static void free_conn(void *arg)
     free(c);
 }
 
-/* From the callback of the connection's only operation: nothing else of it is in flight. */
-static void close_conn(struct conn *c)
+/* Frees c once nothing of it is pending. */
+static void release(struct conn *c)
 {
-    conn_table_drop(&g_conns, c->fd);
-    free_conn(c);
+    if (c->pending == 0) {
+        conn_table_drop(&g_conns, c->fd);
+        free_conn(c);
+    }
+}
+
+/* Closes c: cancels what is pending (the last of those callbacks frees it), or frees it
+ * now. The caller must not touch c afterwards. */
+static void shut(struct conn *c)
+{
+    if (!c->closing) {
+        c->closing = true;
+        if (c->pending > 0) {
+            /* A guard, should the cancelled callbacks run inside the cancel: none of them
+             * may free c under our feet. */
+            c->pending++;
+            evloop_op_cancel(g_loop, c->fd);
+            c->pending--;
+        }
+    }
+    release(c);
 }
 
 static void on_recv(void *arg, int fd, int64_t res);
+static void on_sent(void *arg, int fd, int64_t res);
 
 static void post_recv(struct conn *c)
 {
-    if (evloop_recv(g_loop, c->fd, c->http.in, sizeof(c->http.in), on_recv, c) < 0)
-        close_conn(c);
-}
-
-static void on_sent(void *arg, int fd, int64_t res)
-{
-    struct conn *c = arg;
-    http_conn_send_done(&c->http);
-    if (res < 0) {
-        close_conn(c);
+    if (evloop_recv(g_loop, c->fd, c->http.in, sizeof(c->http.in), on_recv, c) < 0) {
+        shut(c);
         return;
     }
-    post_recv(c);
+    c->pending++;
+    c->reading = true;
+}
+
+/* Sends the queued responses unless a send is in flight. Returns false when c was shut. */
+static bool post_send(struct conn *c)
+{
+    const char *p;
+    size_t n;
+    if (!http_conn_start_send(&c->http, &p, &n))
+        return true;
+    if (evloop_send(g_loop, c->fd, p, n, on_sent, c) < 0) {
+        http_conn_send_done(&c->http);
+        shut(c);
+        return false;
+    }
+    c->pending++;
+    return true;
 }
 
 static void on_recv(void *arg, int fd, int64_t res)
 {
     struct conn *c = arg;
+    c->pending--;
+    c->reading = false;
+    if (c->closing) {
+        release(c);
+        return;
+    }
     if (res <= 0 || http_conn_feed(&c->http, c->http.in, (size_t)res) < 0) {
-        close_conn(c); /* 0: the peer closed; < 0: an error, or cancelled by the stop */
+        shut(c); /* 0: the peer closed; < 0: an error, or cancelled by the stop */
         return;
     }
-    const char *p;
-    size_t n;
-    if (!http_conn_start_send(&c->http, &p, &n)) {
-        post_recv(c); /* a request not complete yet */
+    if (post_send(c) && http_conn_wants_input(&c->http))
+        post_recv(c);
+}
+
+static void on_sent(void *arg, int fd, int64_t res)
+{
+    struct conn *c = arg;
+    c->pending--;
+    http_conn_send_done(&c->http);
+    if (c->closing) {
+        release(c);
         return;
     }
-    if (evloop_send(g_loop, fd, p, n, on_sent, c) < 0)
-        close_conn(c);
+    if (res < 0) {
+        shut(c);
+        return;
+    }
+    if (post_send(c) && !c->reading && http_conn_wants_input(&c->http))
+        post_recv(c);
 }
 
 static void on_accept(void *arg, int lfd, int64_t res)
 {
     if (res >= 0) {
-        int fd = (int)res;
-        /* As the other servers' sockets: non-blocking (whatever the backend does with it)
-         * and without Nagle. */
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        int fd = (int)res; /* non-blocking and close-on-exec already */
         net_nodelay(fd);
         struct conn *c = malloc(sizeof(*c));
         if (!c || conn_table_put(&g_conns, fd, c) < 0) {
             free(c);
             close(fd);
         } else {
-            c->fd = fd;
+            *c = (struct conn){.fd = fd};
             http_conn_init(&c->http);
             g_accepted++;
             post_recv(c);
