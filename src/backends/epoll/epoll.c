@@ -126,7 +126,7 @@ static int epoll_wait_events(void *state, int64_t timeout_ns, struct evloop__io_
             (void)rd;
             continue;
         }
-        out[k++] = (struct evloop__io_event){ev[i].data.u64, from_epoll(ev[i].events)};
+        out[k++] = (struct evloop__io_event){ev[i].data.u64, from_epoll(ev[i].events), 0};
     }
     return k;
 }

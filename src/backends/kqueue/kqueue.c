@@ -174,7 +174,7 @@ static int dispatch(struct kq_state *s, const struct kevent *ev, int n,
         while (j < k && out[j].tag != tag)
             j++;
         if (j == k)
-            out[k++] = (struct evloop__io_event){tag, 0};
+            out[k++] = (struct evloop__io_event){tag, 0, 0};
         out[j].events |= from_kevent(&ev[i]);
     }
     return k;
