@@ -594,8 +594,7 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
 
 bool evloop__ingress_is_empty(struct evloop__ingress *q)
 {
-    if (atomic_load_explicit(&q->announce, memory_order_relaxed))
-        return false;
+    take_announced(q); /* exact even when only an exited thread's lane was announced */
     for (struct lane *l = q->work_head; l; l = l->next_work)
         if (!lane_is_empty(l))
             return false;
