@@ -130,7 +130,7 @@ static void pool_put(struct evloop__ingress *q, struct seg *s)
 }
 
 /* Takes n segments, chained through next; NULL (nothing taken) when memory runs out. */
-static struct seg *pool_take(struct evloop__ingress *q, size_t n)
+__attribute__((noinline)) static struct seg *pool_take(struct evloop__ingress *q, size_t n)
 {
     struct seg *got = NULL;
     pthread_mutex_lock(&q->lock);
@@ -216,8 +216,21 @@ struct cache {
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
-static _Thread_local struct cached last; /* the fast path: the queue pushed to last */
-static _Thread_local struct cache *mine;
+
+/* initial-exec: one %fs-relative address, no __tls_get_addr call per push when the library
+ * is built -fPIC (32 bytes: glibc's surplus static TLS holds them even in a dlopen()ed
+ * module such as the Python extension). */
+#if defined(__GNUC__) && !defined(__APPLE__)
+#define TLS_FAST __attribute__((tls_model("initial-exec")))
+#else
+#define TLS_FAST
+#endif
+static _Thread_local struct {
+    struct cached last; /* the fast path: the queue pushed to last */
+    struct cache *mine;
+} tls TLS_FAST;
+#define last tls.last
+#define mine tls.mine
 
 static void thread_exit(void *p)
 {
@@ -284,7 +297,8 @@ static struct lane *register_lane(struct evloop__ingress *q)
     return l;
 }
 
-static struct lane *find_lane(struct evloop__ingress *q)
+/* The slow path, kept out of line so the fast path spills no registers. */
+__attribute__((noinline)) static struct lane *find_lane(struct evloop__ingress *q)
 {
     struct cache *c = mine;
     for (size_t i = 0; c && i < c->n; i++) {
@@ -377,10 +391,29 @@ static inline void end_push(struct evloop__ingress *q, struct lane *l, uint64_t 
     atomic_store_explicit(&l->busy, 0, memory_order_release);
 }
 
+__attribute__((noinline)) static int refuse(struct evloop__ingress *q, struct seg *spare)
+{
+    while (spare) {
+        struct seg *next = spare->next;
+        pool_put(q, spare);
+        spare = next;
+    }
+    return -ESHUTDOWN;
+}
+
 int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
 {
-    struct evloop__task t = {cb, arg};
-    return evloop__ingress_push_batch(q, &t, 1);
+    struct lane *l = my_lane(q);
+    if (!l)
+        return -ENOMEM;
+    struct seg *spare = NULL;
+    if (l->ppos == SEG_TASKS && !(spare = pool_take(q, 1)))
+        return -ENOMEM;
+    if (!begin_push(q, l))
+        return refuse(q, spare);
+    put_task(l, &spare, cb, arg);
+    end_push(q, l, 1);
+    return 0;
 }
 
 int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__task *tasks,
@@ -393,14 +426,8 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__t
     struct seg *spare = need ? pool_take(q, need) : NULL;
     if (need && !spare)
         return -ENOMEM;
-    if (!begin_push(q, l)) {
-        while (spare) {
-            struct seg *next = spare->next;
-            pool_put(q, spare);
-            spare = next;
-        }
-        return -ESHUTDOWN;
-    }
+    if (!begin_push(q, l))
+        return refuse(q, spare);
     for (size_t i = 0; i < n; i++)
         put_task(l, &spare, tasks[i].cb, tasks[i].arg);
     end_push(q, l, n);
