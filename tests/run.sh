@@ -14,7 +14,7 @@ run_build() { # name, ctest label filter (or ""), cmake options...
     shift 2
     echo "=== build $dir: $*"
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEVLOOP_WERROR=ON \
-        -DEVLOOP_BUILD_TESTS=ON "$@" >/dev/null
+        -DEVLOOP_BUILD_TESTS=ON -DEVLOOP_BUILD_BENCH=OFF "$@" >/dev/null
     cmake --build "$dir" -j "$jobs"
     ctest --test-dir "$dir" --output-on-failure -j "$jobs" ${labels:+-L "$labels"}
 }
