@@ -3,15 +3,4 @@
 // kernels/alloc_pressure.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        bench::add_kernel("AllocPressure", t);
-}
-
-} // namespace
-
-BENCH_FAMILY("AllocPressure", register_family);
+BENCH_FAMILY("AllocPressure", [] { bench::add_for_targets("AllocPressure", 0); });

@@ -1,17 +1,6 @@
 // AllocsPerSubmit: heap allocations per submitted task in a steady-state flood
-// (allocs_per_op; glibc builds without a sanitizer). One op = one task. Kernel:
-// kernels/allocs_per_submit.cpp.
+// (allocs_per_op; glibc builds without a sanitizer). One op = one task; the floors run
+// here too. Kernel: kernels/allocs_per_submit.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0, true))
-        bench::add_kernel("AllocsPerSubmit", t);
-}
-
-} // namespace
-
-BENCH_FAMILY("AllocsPerSubmit", register_family);
+BENCH_FAMILY("AllocsPerSubmit", [] { bench::add_for_targets("AllocsPerSubmit", 0, true); });

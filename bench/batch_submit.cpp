@@ -5,19 +5,7 @@
 // kernels/submit_flood.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (uint64_t batch : {8, 64, 1024}) {
-        bench::Params p;
-        p.batch = batch;
-        for (const bench::Target &t : bench::targets(0))
-            bench::add_kernel("BatchSubmit", t, p);
-    }
-}
-
-} // namespace
-
-BENCH_FAMILY("BatchSubmit", register_family);
+BENCH_FAMILY("BatchSubmit", [] {
+    for (uint64_t batch : {8, 64, 1024})
+        bench::add_for_targets("BatchSubmit", 0, false, bench::make_params("", 0, 0, batch));
+});

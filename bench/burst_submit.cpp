@@ -2,15 +2,4 @@
 // to run before the next. One op = one task. Kernel: kernels/submit_flood.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        bench::add_kernel("BurstSubmit", t);
-}
-
-} // namespace
-
-BENCH_FAMILY("BurstSubmit", register_family);
+BENCH_FAMILY("BurstSubmit", [] { bench::add_for_targets("BurstSubmit", 0); });

@@ -185,6 +185,16 @@ benchmark::internal::Benchmark *add_kernel(const std::string &family, const Targ
         ->Unit(benchmark::kMicrosecond);
 }
 
+void add_for_targets(const std::string &family, unsigned need, bool floors, const Params &p,
+                     double time_scale)
+{
+    for (const Target &t : targets(need, floors)) {
+        benchmark::internal::Benchmark *b = add_kernel(family, t, p);
+        if (time_scale > 0)
+            b->MinTime(min_time() * time_scale);
+    }
+}
+
 void run_kernel(benchmark::State &s, const KernelSpec &spec, const Target &t, const Params &p)
 {
     std::string bad = check(spec, p);

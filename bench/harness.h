@@ -31,6 +31,11 @@ std::vector<Target> evloop_budget_targets(const std::vector<unsigned> &budgets);
 // manual time.
 benchmark::internal::Benchmark *add_kernel(const std::string &family, const Target &t,
                                            const Params &p = Params());
+// add_kernel() for every target of targets(need, floors); time_scale > 0 sets each one's min
+// time to that share of --benchmark_min_time (families whose single op is long, or whose
+// untimed part is; google-benchmark then puts the min time into the name).
+void add_for_targets(const std::string &family, unsigned need, bool floors = false,
+                     const Params &p = Params(), double time_scale = 0);
 // Drives a kernel through a benchmark's iterations and reports its counters.
 void run_kernel(benchmark::State &s, const KernelSpec &spec, const Target &t, const Params &p);
 

@@ -2,15 +2,5 @@
 // in the first 10 ms. One op = 1 ms of idleness. Kernel: kernels/idle_cost.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        bench::add_kernel("IdleCost", t)->MinTime(bench::min_time() * 0.5);
-}
-
-} // namespace
-
-BENCH_FAMILY("IdleCost", register_family);
+BENCH_FAMILY("IdleCost",
+             [] { bench::add_for_targets("IdleCost", 0, false, bench::Params(), 0.5); });

@@ -3,15 +3,5 @@
 // the internal one ran (one op). Kernel: kernels/internal_priority.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        bench::add_kernel("InternalPriority", t)->MinTime(bench::min_time() * 0.3);
-}
-
-} // namespace
-
-BENCH_FAMILY("InternalPriority", register_family);
+BENCH_FAMILY("InternalPriority",
+             [] { bench::add_for_targets("InternalPriority", 0, false, bench::Params(), 0.3); });

@@ -3,29 +3,13 @@
 // Kernel: kernels/micro_wakeup_syscall.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void add(const char *shape, const bench::Target &t, double time_scale)
-{
-    bench::Params p;
-    p.shape = shape;
-    bench::add_kernel("MicroWakeupSyscall", t, p)->MinTime(bench::min_time() * time_scale);
-}
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        add("Running", t, 0.5);
+BENCH_FAMILY("MicroWakeupSyscall", [] {
+    const char *family = "MicroWakeupSyscall";
+    bench::add_for_targets(family, 0, false, bench::make_params("Running", 0), 0.5);
+    bench::Params sleeping = bench::make_params("Sleeping", 0);
     for (const bench::Target &t : bench::targets(0, true))
         if (t.sys != &bench_system_floor_spin) // never sleeps: nothing to wake
-            add("Sleeping", t, 0.2);
-    for (const bench::Target &t : bench::targets(0))
-        add("Burst", t, 0.2);
-    for (const bench::Target &t : bench::targets(0))
-        add("RapidSubmit", t, 0.5);
-}
-
-} // namespace
-
-BENCH_FAMILY("MicroWakeupSyscall", register_family);
+            bench::add_kernel(family, t, sleeping)->MinTime(bench::min_time() * 0.2);
+    bench::add_for_targets(family, 0, false, bench::make_params("Burst", 0), 0.2);
+    bench::add_for_targets(family, 0, false, bench::make_params("RapidSubmit", 0), 0.5);
+});

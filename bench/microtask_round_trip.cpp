@@ -3,15 +3,4 @@
 // kernels/round_trip.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        bench::add_kernel("MicrotaskRoundTrip", t);
-}
-
-} // namespace
-
-BENCH_FAMILY("MicrotaskRoundTrip", register_family);
+BENCH_FAMILY("MicrotaskRoundTrip", [] { bench::add_for_targets("MicrotaskRoundTrip", 0); });

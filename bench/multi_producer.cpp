@@ -3,16 +3,7 @@
 // kernels/multi_producer.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const char *family : {"MultiProducer", "MultiProducerContention"})
-        for (const bench::Target &t : bench::targets(BENCH_CAP_MPSC))
-            bench::add_kernel(family, t);
-}
-
-} // namespace
-
-BENCH_FAMILY("MultiProducer", register_family);
+BENCH_FAMILY("MultiProducer", [] {
+    bench::add_for_targets("MultiProducer", BENCH_CAP_MPSC);
+    bench::add_for_targets("MultiProducerContention", BENCH_CAP_MPSC);
+});

@@ -2,15 +2,4 @@
 // then spins until all ran. One op = one task. Kernel: kernels/submit_flood.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        bench::add_kernel("PingPong", t);
-}
-
-} // namespace
-
-BENCH_FAMILY("PingPong", register_family);
+BENCH_FAMILY("PingPong", [] { bench::add_for_targets("PingPong", 0); });

@@ -3,15 +3,5 @@
 // Kernel: kernels/readiness_round_trip.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(BENCH_CAP_IO))
-        bench::add_kernel("ReadinessRoundTrip", t);
-}
-
-} // namespace
-
-BENCH_FAMILY("ReadinessRoundTrip", register_family);
+BENCH_FAMILY("ReadinessRoundTrip",
+             [] { bench::add_for_targets("ReadinessRoundTrip", BENCH_CAP_IO); });

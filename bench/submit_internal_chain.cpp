@@ -3,15 +3,4 @@
 // kernels/submit_internal_chain.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    for (const bench::Target &t : bench::targets(0))
-        bench::add_kernel("SubmitInternalChain", t);
-}
-
-} // namespace
-
-BENCH_FAMILY("SubmitInternalChain", register_family);
+BENCH_FAMILY("SubmitInternalChain", [] { bench::add_for_targets("SubmitInternalChain", 0); });

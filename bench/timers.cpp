@@ -3,19 +3,7 @@
 // kernels/timers.cpp.
 #include "harness.h"
 
-namespace
-{
-
-void register_family()
-{
-    bench::Params p;
-    for (const char *shape : {"million", "lateness"}) {
-        p.shape = shape;
-        for (const bench::Target &t : bench::targets(BENCH_CAP_TIMERS))
-            bench::add_kernel("Timers", t, p);
-    }
-}
-
-} // namespace
-
-BENCH_FAMILY("Timers", register_family);
+BENCH_FAMILY("Timers", [] {
+    bench::add_for_targets("Timers", BENCH_CAP_TIMERS, false, bench::make_params("million", 0));
+    bench::add_for_targets("Timers", BENCH_CAP_TIMERS, false, bench::make_params("lateness", 0));
+});
