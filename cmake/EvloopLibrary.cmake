@@ -26,10 +26,13 @@ set(EVLOOP_CORE_SOURCES
     src/core/callback.c
     src/core/timer.c
     src/core/io.c
+    src/core/ops.c
+    src/core/ops_emulate.c
     src/core/backend.c
     src/core/error.c
     src/core/profile.c
     src/core/autotune.c
+    src/core/embed.c
     src/core/wake_${EVLOOP_WAKE}.c)
 
 set(EVLOOP_BACKENDS)
@@ -39,15 +42,15 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     list(APPEND EVLOOP_BACKENDS epoll)
     list(APPEND EVLOOP_BACKEND_SOURCES src/backends/epoll/epoll.c)
 endif()
-if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/io_uring.c)
+if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/ewait.c)
     find_package(PkgConfig QUIET)
     if(PkgConfig_FOUND)
         pkg_check_modules(LIBURING QUIET IMPORTED_TARGET GLOBAL liburing)
     endif()
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
-        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/io_uring.c
-             src/backends/io_uring/probe.c)
+        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/ewait.c
+             src/backends/io_uring/mpoll.c src/backends/io_uring/probe.c)
         list(APPEND EVLOOP_BACKEND_LIBS PkgConfig::LIBURING)
     endif()
 endif()

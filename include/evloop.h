@@ -201,6 +201,111 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out);
 /* The loop's monotonic clock in ns (CLOCK_MONOTONIC), as timers use it. Any thread. */
 EVLOOP_API uint64_t evloop_now_ns(void);
 
+/* ---- embedding: driving the loop from your own thread or from another loop, signals, hooks,
+ * timer restart, release notification, version (issue 13) ---- */
+
+#define EVLOOP_VERSION_MAJOR 0
+#define EVLOOP_VERSION_MINOR 1
+#define EVLOOP_VERSION_PATCH 0
+
+/* The library's version, "MAJOR.MINOR.PATCH": the EVLOOP_VERSION_* it was built with, which
+ * the build checks against the CMake project version. Any thread; never NULL. */
+EVLOOP_API const char *evloop_version(void);
+
+/* True only on the thread running the loop: inside evloop_run or evloop_run_once, callbacks
+ * included. Any thread; false for NULL. */
+EVLOOP_API bool evloop_on_loop_thread(const evloop *loop);
+
+/* Runs one iteration on the calling thread, which is the loop thread until the call returns:
+ * runs what is ready (due timers, tasks, microtasks, fd and signal callbacks, hooks); if
+ * nothing was, waits at most timeout_ns for work (0: no wait; -1: until there is something
+ * to do) and runs what came. The wait may also end with nothing run (a timer started or an fd
+ * added from another thread), so read evloop_backend_timeout_ns() again after each call.
+ * After evloop_stop it runs what was accepted (no timer, fd or signal callback, no hook) and
+ * never waits; the call that finds everything run releases timers, fds, signals and hooks
+ * and leaves the loop TERMINATED. Returns the number of callbacks run (tasks, microtasks,
+ * timer, fd and signal callbacks; hooks are not counted), >= 0; -EINVAL (NULL loop,
+ * timeout_ns < -1), -EBUSY (another thread is inside evloop_run or evloop_run_once, or the
+ * call comes from one of this loop's callbacks), -ESHUTDOWN (the loop has terminated), or
+ * the -errno of a poller failure (the loop is not stopped then: evloop_stop ends it).
+ * Any thread, one at a time. */
+EVLOOP_API int evloop_run_once(evloop *loop, int64_t timeout_ns);
+
+/* A file descriptor for embedding a loop driven by evloop_run_once in another loop (GLib,
+ * Qt, an epoll of your own); watch it for reading, never read it. It polls readable while
+ * the loop has work ready (a task or microtask submitted, an fd ready, a signal delivered,
+ * evloop_stop, a timer started or an fd added from another thread) and stops being readable
+ * once evloop_run_once has taken that work; it is not readable while the loop is idle, so
+ * wait on it with evloop_backend_timeout_ns() as the timeout. (A wake-up that arrives late
+ * can leave it readable once: evloop_run_once then returns 0.) Readable before the first
+ * evloop_run_once; after the loop has terminated it stays readable (evloop_run_once then
+ * returns -ESHUTDOWN): take it out of the outer loop before evloop_free, which closes it.
+ * The same fd for the loop's life, created on the first call of this or
+ * evloop_backend_timeout_ns (from then on evloop_run_once arms it before it returns). Linux
+ * (an epoll fd; it can be nested in another epoll). Any thread. Returns the fd, -EINVAL
+ * (NULL), -ENOTSUP (not Linux, or the loop's backend offers no pollable fd), or the -errno of
+ * creating it (-EMFILE). */
+EVLOOP_API int evloop_backend_fd(const evloop *loop);
+
+/* How long an outer loop may block before calling evloop_run_once: -1 (no timer: until
+ * evloop_backend_fd() is readable), 0 (work is ready, or the loop is not parked by an
+ * evloop_run_once: call it now), else the ns until the next timer is due. Any thread.
+ * Values below -1 are errors, as evloop_backend_fd() returns them (-EINVAL for NULL). */
+EVLOOP_API int64_t evloop_backend_timeout_ns(const evloop *loop);
+
+/* Watches signal signum: while it is watched, its previous disposition (default action or
+ * handler) does not run; cb(arg) runs on the loop thread after each delivery, whichever
+ * thread of the process it was delivered to (deliveries may coalesce into one call). A
+ * signal is watched by one loop at a time in a process. After evloop_stop, deliveries are
+ * swallowed until the loop terminates, which stops every watch. A watched signal keeps an
+ * auto_exit loop running. Any thread. Returns 0, -EINVAL (NULL loop or cb, SIGKILL, SIGSTOP,
+ * a number out of range, or a signal the C library reserves), -EEXIST (already watched by
+ * this loop), -EBUSY (watched by another loop), -ESHUTDOWN, or another -errno. */
+EVLOOP_API int evloop_signal_start(evloop *loop, int signum, evloop_cb cb, void *arg);
+
+/* Stops watching signum and puts back the disposition that was in place at
+ * evloop_signal_start; a delivery not yet handled is dropped. On the loop thread, the
+ * callback does not run after this returns; from another thread, one the loop has already
+ * begun may still run once. Any thread. Returns 0, -EINVAL (NULL loop, signum out of
+ * range), -ENOENT (not watched by this loop). */
+EVLOOP_API int evloop_signal_stop(evloop *loop, int signum);
+
+/* Restarts a live timer: it next fires delay_ns from now (an interval timer keeps its
+ * interval, counted from that firing); its id stays valid. A one-shot timer is no longer live
+ * once its callback has started. Any thread; from another thread, a firing the loop has
+ * already begun may still run once. Returns 0, -EINVAL (NULL loop), -ENOENT (unknown, fired
+ * or cancelled), -ESHUTDOWN (stopped). */
+EVLOOP_API int evloop_timer_again(evloop *loop, evloop_timer_id id, uint64_t delay_ns);
+
+enum evloop_hook {
+    EVLOOP_HOOK_PREPARE = 0, /* every iteration, before the loop polls or may block */
+    EVLOOP_HOOK_CHECK = 1    /* every iteration, right after that poll or sleep returns */
+};
+
+/* Adds a hook (libuv's prepare and check): cb(arg) runs on the loop thread at every
+ * iteration at the point `when` names, hooks in the order added, each followed by the
+ * microtasks it queued. Work a PREPARE hook submits keeps the loop from blocking. Hooks do
+ * not run after evloop_stop. A hook added by a hook first runs at the next iteration. On the
+ * loop thread, or on any thread while no thread runs the loop. Returns 0, -EINVAL (NULL loop
+ * or cb, unknown when), -EEXIST (the same when, cb and arg already added), -EBUSY (another
+ * thread runs the loop), -ESHUTDOWN (stopped), -ENOMEM. */
+EVLOOP_API int evloop_hook_add(evloop *loop, enum evloop_hook when, evloop_cb cb, void *arg);
+
+/* Removes the hook added with the same when, cb and arg: it does not run after this returns
+ * (a hook may remove itself or another). Threads as evloop_hook_add. Returns 0, -EINVAL (NULL
+ * loop or cb, unknown when), -ENOENT (no such hook), -EBUSY (another thread runs the loop). */
+EVLOOP_API int evloop_hook_remove(evloop *loop, enum evloop_hook when, evloop_cb cb, void *arg);
+
+/* Sets release(arg), called once for each callback argument the loop drops without being
+ * asked to: when the loop terminates, for every timer that has not fired (interval timers
+ * included), fd, signal and hook still registered. Not called for tasks (every accepted task
+ * runs), for a one-shot timer that fired (its callback had the argument), nor after
+ * evloop_timer_cancel, evloop_io_remove, evloop_signal_stop or evloop_hook_remove (the
+ * caller knows). It runs on the thread that terminates the loop: the loop thread, or
+ * evloop_free's caller; it may not call evloop_free. NULL turns it off. Any thread; a release
+ * already under way may still use the previous function. Returns 0 or -EINVAL (NULL loop). */
+EVLOOP_API int evloop_set_release_cb(evloop *loop, evloop_cb release);
+
 /* ---- autotuning: measure this machine once, save a profile, start loops from it ---- */
 
 #define EVLOOP_PROFILE_VERSION 1u

@@ -12,8 +12,10 @@
 
 #include "backend.h"
 #include "common.h"
+#include "embed.h"
 #include "evloop.h"
 #include "ingress.h"
+#include "ops.h"
 #include "sleep.h"
 #include "taskq.h"
 
@@ -72,6 +74,7 @@ struct evloop {
     struct evloop__fd *fds; /* under io_lock */
     int fds_cap;
     _Atomic int dispatch_fd; /* fd whose callback the loop runs now, -1 when none */
+    struct evloop__ops ops;  /* completion operations (ops.h): its table under io_lock */
 
     /* The loop thread's own state. */
     alignas(EVLOOP_CACHELINE) _Atomic int phase; /* AWAKE, RUNNING, SLEEPING, TERMINATED */
@@ -90,8 +93,19 @@ struct evloop {
     uint64_t last_fence;         /* clock ns of the last heavy barrier the tick asked for */
     bool profile_loaded; /* evloop_new started from a profile (for evloop_stats) */
     struct evloop__stats_counters stats;
-    char fallback[128];
+    char fallback[128];       /* why auto did not get its first choice (backend.c) */
+    char backend_reason[192]; /* why this backend, and which implementation (backend.c) */
+
+    /* Embedding, hooks, the release notification and signals (embed.h, issue 13). */
+    struct evloop__embed embed;
 };
+
+/* embed.c: the release notification. Whatever drops a callback argument without running
+ * it (timers, fds, signals and hooks at termination; completion ops dropped by stop or
+ * free) calls this once per argument, on the loop thread or the thread freeing the loop;
+ * it calls the function set by evloop_set_release_cb(), if any. Never under a lock the
+ * release function could need (it may call any evloop_* but evloop_free). */
+void evloop__released(evloop *loop, void *arg);
 
 /* submit.c */
 bool evloop__on_loop_thread(const evloop *loop);
