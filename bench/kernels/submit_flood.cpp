@@ -15,7 +15,7 @@ namespace bench
 {
 
 Flood::Flood(const Target &t, uint64_t tasks, uint64_t batch, double warm_up_s, Wait wait)
-    : loop_(t), tasks_(tasks), batch_(batch ? batch : 1), wait_(wait)
+    : loop_(t), tasks_(tasks), batch_(std::max<uint64_t>(1, std::min(batch, tasks))), wait_(wait)
 {
     if (tasks_ == 0) {
         error = "tasks per iteration must be > 0";
