@@ -26,8 +26,6 @@ set(EVLOOP_CORE_SOURCES
     src/core/callback.c
     src/core/timer.c
     src/core/io.c
-    src/core/ops.c
-    src/core/ops_emulate.c
     src/core/backend.c
     src/core/error.c
     src/core/profile.c
@@ -42,15 +40,15 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     list(APPEND EVLOOP_BACKENDS epoll)
     list(APPEND EVLOOP_BACKEND_SOURCES src/backends/epoll/epoll.c)
 endif()
-if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/ewait.c)
+if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/io_uring.c)
     find_package(PkgConfig QUIET)
     if(PkgConfig_FOUND)
         pkg_check_modules(LIBURING QUIET IMPORTED_TARGET GLOBAL liburing)
     endif()
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
-        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/ewait.c
-             src/backends/io_uring/mpoll.c src/backends/io_uring/probe.c)
+        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/io_uring.c
+             src/backends/io_uring/probe.c)
         list(APPEND EVLOOP_BACKEND_LIBS PkgConfig::LIBURING)
     endif()
 endif()

@@ -15,7 +15,6 @@
 #include "embed.h"
 #include "evloop.h"
 #include "ingress.h"
-#include "ops.h"
 #include "sleep.h"
 #include "taskq.h"
 
@@ -74,7 +73,6 @@ struct evloop {
     struct evloop__fd *fds; /* under io_lock */
     int fds_cap;
     _Atomic int dispatch_fd; /* fd whose callback the loop runs now, -1 when none */
-    struct evloop__ops ops;  /* completion operations (ops.h): its table under io_lock */
 
     /* The loop thread's own state. */
     alignas(EVLOOP_CACHELINE) _Atomic int phase; /* AWAKE, RUNNING, SLEEPING, TERMINATED */
@@ -93,8 +91,7 @@ struct evloop {
     uint64_t last_fence;         /* clock ns of the last heavy barrier the tick asked for */
     bool profile_loaded; /* evloop_new started from a profile (for evloop_stats) */
     struct evloop__stats_counters stats;
-    char fallback[128];       /* why auto did not get its first choice (backend.c) */
-    char backend_reason[192]; /* why this backend, and which implementation (backend.c) */
+    char fallback[128];
 
     /* Embedding, hooks, the release notification and signals (embed.h, issue 13). */
     struct evloop__embed embed;
