@@ -17,7 +17,7 @@ ratio table at the end.
 Beside the adaptive defaults, the hand-off families also run evloop at fixed settings (the
 sweep, --sweep) and seeded by a calibration profile (the tuned column: evloop_autotune runs
 once before round 1), in the same process and round as the adaptive columns; the report
-compares them, and opens with issue 5's targets, met or missed.
+compares them, and opens with the targets (issues 5 and 11), met or missed.
 
 Python 3.11 standard library only; matplotlib is optional (Debian: python3-matplotlib).
 Usually started by bench/run_tournament.sh, which also installs and builds.
@@ -39,7 +39,7 @@ BASELINES = ["libuv", "libev"]
 FLOORS = ["floor-spin", "floor-futex"]
 
 QUICK = {"rounds": 3, "min_time": 0.01, "sweep": "lite", "autotune_s": 0.5}
-FULL = {"rounds": 3, "min_time": 0.15, "sweep": "full", "autotune_s": 2.0}
+FULL = {"rounds": 5, "min_time": 0.15, "sweep": "full", "autotune_s": 2.0}
 
 # The sweep: fixed evloop settings run beside the adaptive defaults, one knob at a time
 # (the other stays adaptive), on one backend (the knobs live above the poller), in the
@@ -63,24 +63,41 @@ PASS_BAR = 1.10      # issue 5: the adaptive default within 10% of the best fixe
 # passes when it burns at most this many more points of a core than the best fixed setting.
 IDLE_TIE_PT = 0.2
 
-# Issue 5's targets: (label, row, metric, kind, bar, baseline). kind "ratio": evloop's
-# median / the baseline's <= bar; "backend": the io_uring column / the same variant's epoll
-# column <= bar; "absolute": evloop's median itself <= bar.
+# The targets (issue 11, which keeps issue 5's latency and idle bars): (label, row, metric,
+# kind, bar, baseline[, variant[, baseline row]]). kind "ratio": evloop's median / the
+# baseline's <= bar, the baseline read from the same row or from `baseline row` (the batch
+# submit is judged against libuv's per-task flood); "backend": the io_uring column / the
+# same variant's epoll column <= bar; "absolute": evloop's median itself <= bar. `variant`
+# ("arena", "chunk") limits a target to that ingress variant's columns.
 TARGETS = [
+    ("PingPong (flood), arena, vs libuv", "PingPong", "ns_per_op", "ratio", 0.30, "libuv",
+     "arena"),
+    ("BurstSubmit (1000), arena, vs libuv", "BurstSubmit", "ns_per_op", "ratio", 0.35,
+     "libuv", "arena"),
+    ("MultiProducer (10), arena, vs libuv", "MultiProducer", "ns_per_op", "ratio", 0.50,
+     "libuv", "arena"),
+    ("MultiProducerContention (100), arena, vs libuv", "MultiProducerContention",
+     "ns_per_op", "ratio", 0.60, "libuv", "arena"),
+    ("BatchSubmit (64 per batch), vs libuv's flood", "BatchSubmit/batch:64", "ns_per_op",
+     "ratio", 0.20, "libuv", None, "PingPong"),
+    ("PingPong (flood), chunk, vs libuv", "PingPong", "ns_per_op", "ratio", 0.80, "libuv",
+     "chunk"),
+    ("BurstSubmit (1000), chunk, vs libuv", "BurstSubmit", "ns_per_op", "ratio", 0.80,
+     "libuv", "chunk"),
+    ("MultiProducer (10), chunk, vs libuv", "MultiProducer", "ns_per_op", "ratio", 0.80,
+     "libuv", "chunk"),
     ("PingPongLatency hot, vs libuv", "PingPongLatency/hot", "ns_per_op", "ratio", 0.25,
      "libuv"),
     ("PingPongLatency hot, vs libev", "PingPongLatency/hot", "ns_per_op", "ratio", 0.25,
      "libev"),
+    ("PingPongLatency hot, vs the cache-line floor", "PingPongLatency/hot", "ns_per_op",
+     "ratio", 1.50, "floor-spin"),
     ("PingPongLatency blocking, vs libuv", "PingPongLatency/blocking", "ns_per_op", "ratio",
      0.10, "libuv"),
     ("PingPongLatency blocking, vs libev", "PingPongLatency/blocking", "ns_per_op", "ratio",
      0.10, "libev"),
     ("PingPongLatency cold, vs libuv", "PingPongLatency/cold", "ns_per_op", "ratio", 1.0,
      "libuv"),
-    ("PingPong (flood), vs libuv", "PingPong", "ns_per_op", "ratio", 0.8, "libuv"),
-    ("MultiProducer (10 producers), vs libuv", "MultiProducer", "ns_per_op", "ratio", 0.8,
-     "libuv"),
-    ("BurstSubmit (1000), vs libuv", "BurstSubmit", "ns_per_op", "ratio", 0.8, "libuv"),
     ("ReadinessRoundTrip, vs libuv", "ReadinessRoundTrip", "ns_per_op", "ratio", 1.0,
      "libuv"),
     ("ReadinessRoundTrip, io_uring vs epoll", "ReadinessRoundTrip", "ns_per_op", "backend",
@@ -585,17 +602,21 @@ def sweep_table(rows, markdown):
 
 def target_cells(t, summary_by_key, ecols):
     """{evloop column: value} for one target of TARGETS."""
-    label, row, metric, kind, bar, base = t
+    label, row, metric, kind, bar, base = t[:6]
+    variant = t[6] if len(t) > 6 else None
+    base_row = t[7] if len(t) > 7 else row
     s = summary_by_key.get((row, metric))
+    b = summary_by_key.get((base_row, metric))
     if not s:
         return {}
     med = s["median"]
+    base_med = b["median"] if b else {}
     out = {}
     for c in ecols:
-        if c not in med:
+        if c not in med or (variant and not c.startswith(f"evloop-{variant}")):
             continue
         if kind == "ratio":
-            out[c] = ratio(med[c], med.get(base))
+            out[c] = ratio(med[c], base_med.get(base))
         elif kind == "backend":
             system, _, backend = c.partition("/")
             if backend != "io_uring":
@@ -607,13 +628,13 @@ def target_cells(t, summary_by_key, ecols):
 
 
 def target_rows(summary):
-    """Issue 5's targets against this run: per target, the figure of every evloop column,
+    """The targets against this run: per target, the figure of every evloop column,
     whether each meets the bar, and the verdict."""
     ecols = evloop_columns(summary)
     by_key = {(s["row"], s["metric"]): s for s in summary}
     rows = []
     for t in TARGETS:
-        label, row, metric, kind, bar, base = t
+        label, row, metric, kind, bar, base = t[:6]
         cells = target_cells(t, by_key, ecols)
         met = {c: v <= bar for c, v in cells.items()}
         missed = [c for c in cells if not met[c]]
@@ -1040,7 +1061,7 @@ def write_report(outdir, summary, data, errors, meta, plots):
               "latency ones (see the comment at the top of each bench/*.cpp).")
     md.append("")
     targets, ecols = target_rows(summary)
-    md.append("## Targets (issue 5)")
+    md.append("## Targets (issues 5 and 11)")
     md.append("")
     md.append("Each evloop column against the bar: a ratio of medians from this run "
               "(evloop / libuv, evloop / libev, or io_uring / epoll of the same variant), or "
@@ -1287,7 +1308,7 @@ def main():
           f"{nrounds} rounds; below 1.00x evloop wins):")
     print(ratio_table(summary, False))
     print()
-    print("issue 5's targets:")
+    print("targets (issues 5 and 11):")
     print(targets_table(*target_rows(summary), False))
     srows = [r for r in sweep_rows(summary) if r["fixed_ran"]]
     if srows:
