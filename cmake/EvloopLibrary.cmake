@@ -26,6 +26,8 @@ set(EVLOOP_CORE_SOURCES
     src/core/callback.c
     src/core/timer.c
     src/core/io.c
+    src/core/ops.c
+    src/core/ops_emulate.c
     src/core/backend.c
     src/core/error.c
     src/core/profile.c

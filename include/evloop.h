@@ -174,6 +174,52 @@ EVLOOP_API int evloop_io_modify(evloop *loop, int fd, unsigned events);
  * Any thread. Returns 0, -EINVAL (NULL loop), -EBADF (negative fd), -ENOENT. */
 EVLOOP_API int evloop_io_remove(evloop *loop, int fd);
 
+/* ---- completion operations on sockets: start now, one callback when done ----
+ *
+ * Each call starts an operation on a socket fd and returns; cb(arg, fd, res) runs exactly
+ * once, on the loop thread, never inside the call that started it, when it completes:
+ *   evloop_accept: res = the accepted fd, non-blocking and close-on-exec (call again for
+ *                  the next connection);
+ *   evloop_recv:   res = bytes read, 1..len; 0 means the peer closed;
+ *   evloop_send:   res = len, once all of it is sent (the library finishes partial writes);
+ * or a negative errno: -ECANCELED after evloop_op_cancel() or evloop_stop(), else what the
+ * socket reported (-ECONNRESET, -EPIPE, ...). The buffer stays the caller's and must stay
+ * valid (and, for recv, untouched) until the callback runs.
+ * Per fd at most one accept and one recv may be pending, plus any number of sends, which
+ * are written and complete in order. An op is pending from the call until its callback
+ * runs. An fd watched with evloop_io_add() cannot have operations and the other way round:
+ * the refused call returns -EBUSY. The fd stays the caller's (evloop never closes it); close
+ * it when no operation is pending on it (in or after its last callback), and do not close it
+ * and post operations on a new fd that reuses its number inside one and the same callback
+ * of one of its operations: finish that callback first.
+ * Threads: any thread. From the loop thread the operation starts inside the call (a recv on
+ * a socket that has data completes without waiting for readiness; its callback still runs
+ * after the call has returned). From another thread (or before evloop_run) the call checks
+ * its arguments and reserves the operation, and the loop thread starts it; callbacks always
+ * run on the loop thread. Operations of the same fd started from different threads are
+ * ordered as the calls were made (sends included).
+ * Stop: after evloop_stop() every pending operation completes with -ECANCELED (its callback
+ * runs) before evloop_run() returns; new ones are refused with -ESHUTDOWN.
+ * Return values of the three calls: 0 (cb will run once), -EINVAL (NULL loop or cb; NULL
+ * buf with len > 0; len 0; accept on a socket that is not listening), -EBADF (negative or
+ * closed fd), -ENOTSOCK (not a socket), -EBUSY (a second pending accept or recv on fd, or fd
+ * is watched with evloop_io_add), -ESHUTDOWN (stopped), -ENOMEM; cb never runs then. */
+typedef void (*evloop_op_cb)(void *arg, int fd, int64_t res);
+
+EVLOOP_API int evloop_accept(evloop *loop, int fd, evloop_op_cb cb, void *arg);
+EVLOOP_API int evloop_recv(evloop *loop, int fd, void *buf, size_t len, evloop_op_cb cb,
+                           void *arg);
+EVLOOP_API int evloop_send(evloop *loop, int fd, const void *buf, size_t len, evloop_op_cb cb,
+                           void *arg);
+
+/* Cancels every operation pending on fd: each completes with -ECANCELED, its callback
+ * running exactly once, in order for sends (an operation whose result the loop already has
+ * keeps it). On the loop thread the operations leave fd at once (a new recv may be posted
+ * right after); from another thread the loop thread cancels them a moment later, and the
+ * ones it has not reached yet still count as pending. Any thread. Returns 0, -EINVAL (NULL
+ * loop), -EBADF (negative fd), -ENOENT (nothing pending on fd), -ENOMEM. */
+EVLOOP_API int evloop_op_cancel(evloop *loop, int fd);
+
 /* The loop's state now. Any thread. A NULL loop reads as EVLOOP_TERMINATED. */
 EVLOOP_API enum evloop_state evloop_state(const evloop *loop);
 

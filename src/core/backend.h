@@ -37,9 +37,10 @@ struct evloop__io_event {
  *    d->buf, 1..d->len, 0 when the peer closed; SEND: bytes written, 1..d->len (a short
  *    write is fine: the core starts the rest as a new SEND); or a negative errno (-EAGAIN
  *    is never reported: the backend waits for readiness itself).
- *  - Per fd the core has at most one ACCEPT, one RECV and one SEND started at a time (it
- *    queues further sends itself, to keep them in order), and only on fds that are not
- *    registered with add() (evloop_io_* and ops exclude each other per fd).
+ *  - Per fd the core has at most one ACCEPT, one RECV and one SEND started at a time, not
+ *    counting ACCEPTs and RECVs already passed to op_cancel (it queues further sends itself,
+ *    to keep them in order), and only on fds that are not registered with add() (evloop_io_*
+ *    and ops exclude each other per fd).
  *  - The loop sleeps in wait() while any op is started (ops count in the loop's fds).
  * How the backend batches submissions (one io_uring_enter per wait), uses multishot
  * requests or provided buffers behind these calls, is its own business. */

@@ -14,9 +14,12 @@
 
 static void wait_dispatch_done(evloop *loop, int fd);
 
+/* The generation keeps below bit 63, which marks the tags of ops (ops.h). */
+#define GEN_MASK 0x7fffffffu
+
 static uint64_t make_tag(int fd, uint32_t gen)
 {
-    return (uint64_t)gen << 32 | (uint32_t)fd;
+    return (uint64_t)(gen & GEN_MASK) << 32 | (uint32_t)fd;
 }
 
 static int check_events(unsigned events)
@@ -82,6 +85,8 @@ EVLOOP_API int evloop_io_add(evloop *loop, int fd, unsigned events, evloop_io_cb
         r = reserve_fd(loop, fd);
     if (r == 0 && loop->fds[fd].active)
         r = -EEXIST;
+    if (r == 0)
+        r = evloop__ops_claim_fd(loop, fd); /* -EBUSY while operations are pending on fd */
     if (r == 0) {
         struct evloop__fd *e = &loop->fds[fd];
         r = loop->backend->add(loop->backend_state, fd, events, make_tag(fd, e->gen + 1));
@@ -166,7 +171,7 @@ static bool lookup(evloop *loop, const struct evloop__io_event *ev, evloop_io_cb
     bool live = false;
     pthread_mutex_lock(&loop->io_lock);
     struct evloop__fd *e = fd < loop->fds_cap ? &loop->fds[fd] : NULL;
-    if (e && e->active && e->gen == (uint32_t)(ev->tag >> 32)) {
+    if (e && e->active && (e->gen & GEN_MASK) == (uint32_t)(ev->tag >> 32)) {
         *events = ev->events & (e->events | EVLOOP_HANGUP | EVLOOP_ERROR);
         *cb = e->cb;
         *arg = e->arg;
@@ -189,6 +194,10 @@ void evloop__dispatch_io(evloop *loop, const struct evloop__io_event *ev, int n)
         evloop_io_cb cb;
         void *arg;
         unsigned events;
+        if (evloop__ops_owns(&ev[i])) { /* a completion operation's (ops.c) */
+            evloop__ops_dispatch(loop, &ev[i]);
+            continue;
+        }
         /* Looked up one at a time: an earlier callback may have removed this fd. */
         if (!lookup(loop, &ev[i], &cb, &arg, &events))
             continue;

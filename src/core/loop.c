@@ -39,6 +39,7 @@ static void destroy(evloop *loop)
     evloop__taskq_destroy(&loop->local_internal);
     evloop__taskq_destroy(&loop->micro);
     evloop__destroy_timers(loop);
+    evloop__ops_destroy(loop);
     free(loop->fds);
     pthread_mutex_destroy(&loop->timer_lock);
     pthread_mutex_destroy(&loop->io_lock);
@@ -212,6 +213,9 @@ static int run_until_drained(evloop *loop)
             err = r; /* a poller failure: shut down gracefully, then report it */
             evloop_stop(loop);
         }
+        /* Pending completion operations end with -ECANCELED, their callbacks run. */
+        if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+            evloop__ops_stop(loop);
         /* Only once every queue is closed is "no work" final: until then a producer
          * may still be accepted by a queue that stop() has not reached yet. */
         if (atomic_load(&loop->closed) && !evloop__has_work(loop))

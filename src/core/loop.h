@@ -15,6 +15,7 @@
 #include "embed.h"
 #include "evloop.h"
 #include "ingress.h"
+#include "ops.h"
 #include "sleep.h"
 #include "taskq.h"
 
@@ -73,6 +74,7 @@ struct evloop {
     struct evloop__fd *fds; /* under io_lock */
     int fds_cap;
     _Atomic int dispatch_fd; /* fd whose callback the loop runs now, -1 when none */
+    struct evloop__ops ops;  /* completion operations (ops.h): its table under io_lock */
 
     /* The loop thread's own state. */
     alignas(EVLOOP_CACHELINE) _Atomic int phase; /* AWAKE, RUNNING, SLEEPING, TERMINATED */

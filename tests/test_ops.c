@@ -1,0 +1,893 @@
+/* Completion operations (evloop_accept, evloop_recv, evloop_send, evloop_op_cancel) on
+ * socketpairs and loopback TCP: results, order, the one callback on the loop thread, bad
+ * arguments (from the loop thread and from another), -EBUSY per fd and against
+ * evloop_io_add, cancel (also racing completion), stop and free with ops pending, a peer
+ * reset mid-send, a slow reader, EINTR and a tiny completion queue. Calls marked "local"
+ * are made on the loop thread (inside a task), "remote" ones from the test thread. */
+#include "test_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- a recorded completion ------------------------------------------------------------- */
+
+struct done {
+    test_counter calls;
+    _Atomic int64_t res;
+    _Atomic int fd;
+    atomic_bool off_loop; /* a callback ran on another thread than the loop's */
+    struct test_runner *runner;
+    test_counter *order; /* if set: the callback stores ++*order into seq */
+    _Atomic uint64_t seq;
+};
+
+static struct test_runner *g_runner; /* the runner of the test now, for thread checks */
+
+static void done_init(struct done *d)
+{
+    memset(d, 0, sizeof *d);
+    atomic_init(&d->res, INT64_MIN);
+    d->runner = g_runner;
+}
+
+static void on_done(void *arg, int fd, int64_t res)
+{
+    struct done *d = arg;
+    if (d->runner && !test_on_runner_thread(d->runner))
+        atomic_store(&d->off_loop, true);
+    atomic_store(&d->fd, fd);
+    atomic_store(&d->res, res);
+    if (d->order)
+        atomic_store(&d->seq, atomic_fetch_add(d->order, 1) + 1);
+    atomic_fetch_add(&d->calls, 1);
+}
+
+/* Waits for d's callback and checks it ran once, on the loop thread. Returns its res. */
+static int64_t wait_done(struct done *d)
+{
+    assert_true(wait_for_count(&d->calls, 1));
+    assert_int_equal(atomic_load(&d->calls), 1);
+    assert_false(atomic_load(&d->off_loop));
+    return atomic_load(&d->res);
+}
+
+/* ---- calls on the loop thread ----------------------------------------------------------- */
+
+enum { ACCEPT, RECV, SEND, CANCEL };
+
+struct call {
+    evloop *loop;
+    int kind, fd;
+    void *buf;
+    size_t len;
+    evloop_op_cb cb;
+    void *arg;
+    _Atomic int rc;
+    atomic_bool returned;
+    bool cb_ran_inside; /* the callback had already run when the call returned */
+    struct done *watch;
+};
+
+static int make_call(struct call *c)
+{
+    switch (c->kind) {
+    case ACCEPT:
+        return evloop_accept(c->loop, c->fd, c->cb, c->arg);
+    case RECV:
+        return evloop_recv(c->loop, c->fd, c->buf, c->len, c->cb, c->arg);
+    case SEND:
+        return evloop_send(c->loop, c->fd, c->buf, c->len, c->cb, c->arg);
+    default:
+        return evloop_op_cancel(c->loop, c->fd);
+    }
+}
+
+static void call_task(void *arg)
+{
+    struct call *c = arg;
+    int rc = make_call(c);
+    c->cb_ran_inside = c->watch && atomic_load(&c->watch->calls) > 0;
+    atomic_store(&c->rc, rc);
+    atomic_store(&c->returned, true);
+}
+
+/* Makes the call on the loop thread (local) or here (remote); returns its result. */
+static int call_op(bool local, evloop *loop, int kind, int fd, void *buf, size_t len,
+                   struct done *d)
+{
+    struct call c = {.loop = loop, .kind = kind, .fd = fd, .buf = buf, .len = len,
+                     .cb = on_done, .arg = d, .watch = d};
+    if (!local)
+        return make_call(&c);
+    assert_rc(evloop_submit(loop, call_task, &c), 0);
+    assert_true(wait_for_flag(&c.returned));
+    assert_false(c.cb_ran_inside);
+    return atomic_load(&c.rc);
+}
+
+/* ---- sockets ---------------------------------------------------------------------------- */
+
+static int tcp_listener(struct sockaddr_in *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)addr, sizeof *addr), 0);
+    socklen_t len = sizeof *addr;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)addr, &len), 0);
+    assert_int_equal(listen(fd, 128), 0);
+    return fd;
+}
+
+static int tcp_connect(const struct sockaddr_in *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (const struct sockaddr *)addr, sizeof *addr), 0);
+    return fd;
+}
+
+/* A connected loopback TCP pair: s[0] non-blocking (the ops' side), s[1] blocking. */
+static void tcp_pair(int s[2])
+{
+    struct sockaddr_in addr;
+    int l = tcp_listener(&addr);
+    s[1] = tcp_connect(&addr);
+    int fl = fcntl(l, F_GETFL);
+    fcntl(l, F_SETFL, fl & ~O_NONBLOCK);
+    s[0] = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    assert_true(s[0] >= 0);
+    close(l);
+}
+
+static void close_pair(int s[2])
+{
+    close(s[0]);
+    close(s[1]);
+}
+
+/* A loop running on its own thread, with g_runner set. */
+static evloop *start_loop(struct test_runner *r, const evloop_config *cfg)
+{
+    evloop *loop = test_loop_new(cfg);
+    g_runner = r;
+    test_runner_start(r, loop);
+    return loop;
+}
+
+static void end_loop(struct test_runner *r, evloop *loop)
+{
+    test_runner_stop(r);
+    test_loop_free(loop);
+    g_runner = NULL;
+}
+
+/* ---- results ---------------------------------------------------------------------------- */
+
+static void recv_with_data_waiting(bool local)
+{
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    assert_int_equal(write(s[1], "hello", 5), 5);
+    char buf[16] = {0};
+    struct done d;
+    done_init(&d);
+    assert_rc(call_op(local, loop, RECV, s[0], buf, sizeof buf, &d), 0);
+    assert_int_equal(wait_done(&d), 5);
+    assert_int_equal(atomic_load(&d.fd), s[0]);
+    assert_memory_equal(buf, "hello", 5);
+    end_loop(&r, loop);
+    close_pair(s);
+}
+
+static void test_recv_on_a_socket_with_data_completes_at_once_local(void **state)
+{
+    (void)state;
+    recv_with_data_waiting(true);
+}
+
+static void test_recv_on_a_socket_with_data_completes_from_another_thread(void **state)
+{
+    (void)state;
+    recv_with_data_waiting(false);
+}
+
+static void test_recv_waits_for_data_and_reports_zero_when_the_peer_closes(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    char buf[8];
+    struct done d, eof;
+    done_init(&d);
+    done_init(&eof);
+    uint64_t slept = test_sleeps(loop);
+    assert_rc(call_op(true, loop, RECV, s[0], buf, sizeof buf, &d), 0);
+    assert_true(wait_for_sleep(loop, slept));
+    assert_int_equal(atomic_load(&d.calls), 0);
+    assert_int_equal(write(s[1], "abc", 3), 3);
+    assert_int_equal(wait_done(&d), 3);
+    assert_rc(call_op(false, loop, RECV, s[0], buf, sizeof buf, &eof), 0);
+    close(s[1]);
+    assert_int_equal(wait_done(&eof), 0);
+    end_loop(&r, loop);
+    close(s[0]);
+}
+
+static void test_send_completes_with_its_length_and_the_peer_reads_it(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    static const char msg[] = "a message";
+    struct done d;
+    done_init(&d);
+    assert_rc(call_op(true, loop, SEND, s[0], (void *)msg, sizeof msg, &d), 0);
+    assert_int_equal(wait_done(&d), sizeof msg);
+    char got[sizeof msg];
+    assert_int_equal(read(s[1], got, sizeof got), sizeof msg);
+    assert_memory_equal(got, msg, sizeof msg);
+    end_loop(&r, loop);
+    close_pair(s);
+}
+
+static void test_accept_gives_a_nonblocking_cloexec_fd_and_is_called_again_for_the_next(
+    void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    struct sockaddr_in addr;
+    int l = tcp_listener(&addr);
+    struct done first, second;
+    done_init(&first);
+    done_init(&second);
+    assert_rc(call_op(true, loop, ACCEPT, l, NULL, 0, &first), 0);
+    assert_rc(call_op(true, loop, ACCEPT, l, NULL, 0, &second), -EBUSY); /* one per fd */
+    int c1 = tcp_connect(&addr);
+    int64_t fd1 = wait_done(&first);
+    assert_true(fd1 >= 0);
+    assert_true(fcntl((int)fd1, F_GETFL) & O_NONBLOCK);
+    assert_true(fcntl((int)fd1, F_GETFD) & FD_CLOEXEC);
+    int c2 = tcp_connect(&addr); /* queued before the next accept: found at once */
+    done_init(&second);
+    assert_rc(call_op(false, loop, ACCEPT, l, NULL, 0, &second), 0);
+    int64_t fd2 = wait_done(&second);
+    assert_true(fd2 >= 0 && fd2 != fd1);
+    end_loop(&r, loop);
+    close((int)fd1);
+    close((int)fd2);
+    close(c1);
+    close(c2);
+    close(l);
+}
+
+/* ---- order and partial writes ----------------------------------------------------------- */
+
+#define SLOW_SENDS 24
+#define SLOW_LEN (64 * 1024)
+
+struct slow_reader {
+    int fd;
+    size_t total;
+    unsigned char *got;
+};
+
+static void *slow_read(void *arg)
+{
+    struct slow_reader *sr = arg;
+    size_t at = 0;
+    while (at < sr->total) {
+        usleep(200); /* slower than the sender: sends go out in many partial writes */
+        ssize_t n = read(sr->fd, sr->got + at, 4096 < sr->total - at ? 4096 : sr->total - at);
+        if (n <= 0)
+            break;
+        at += (size_t)n;
+    }
+    sr->total = at;
+    return NULL;
+}
+
+static void sends_to_a_slow_reader(bool local)
+{
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    int small = 4096;
+    setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    setsockopt(s[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    fcntl(s[1], F_SETFL, fcntl(s[1], F_GETFL) & ~O_NONBLOCK); /* the reader blocks */
+    size_t total = (size_t)SLOW_SENDS * SLOW_LEN;
+    unsigned char *out = malloc(total), *in = calloc(1, total);
+    assert_non_null(out);
+    assert_non_null(in);
+    for (size_t i = 0; i < total; i++)
+        out[i] = (unsigned char)(i * 7 + i / SLOW_LEN);
+    struct slow_reader sr = {s[1], total, in};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, slow_read, &sr), 0);
+    test_counter order = 0;
+    struct done d[SLOW_SENDS];
+    for (int i = 0; i < SLOW_SENDS; i++) {
+        done_init(&d[i]);
+        d[i].order = &order;
+        /* Alternate the threads when remote: sends keep the order of the calls. */
+        bool here = local || (i % 2 == 0);
+        assert_rc(call_op(here, loop, SEND, s[0], out + (size_t)i * SLOW_LEN, SLOW_LEN, &d[i]), 0);
+    }
+    for (int i = 0; i < SLOW_SENDS; i++) {
+        assert_int_equal(wait_done(&d[i]), SLOW_LEN);
+        assert_int_equal(atomic_load(&d[i].seq), i + 1);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(sr.total, total);
+    assert_memory_equal(in, out, total);
+    end_loop(&r, loop);
+    close_pair(s);
+    free(out);
+    free(in);
+}
+
+static void test_sends_to_a_slow_reader_complete_in_order_in_many_partial_writes(void **state)
+{
+    (void)state;
+    sends_to_a_slow_reader(true);
+}
+
+static void test_sends_from_two_threads_keep_the_order_of_the_calls(void **state)
+{
+    (void)state;
+    sends_to_a_slow_reader(false);
+}
+
+/* ---- -EBUSY, and mixing with readiness -------------------------------------------------- */
+
+static void test_a_second_recv_is_refused_while_sends_queue_beside_it(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    char buf[4], buf2[4];
+    struct done rd, rd2, sd[3];
+    done_init(&rd);
+    done_init(&rd2);
+    assert_rc(call_op(true, loop, RECV, s[0], buf, sizeof buf, &rd), 0);
+    assert_rc(call_op(true, loop, RECV, s[0], buf2, sizeof buf2, &rd2), -EBUSY);
+    assert_rc(call_op(false, loop, RECV, s[0], buf2, sizeof buf2, &rd2), -EBUSY);
+    for (int i = 0; i < 3; i++) {
+        done_init(&sd[i]);
+        assert_rc(call_op(i == 1, loop, SEND, s[0], "xy", 2, &sd[i]), 0);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(wait_done(&sd[i]), 2);
+    assert_int_equal(write(s[1], "z", 1), 1);
+    assert_int_equal(wait_done(&rd), 1);
+    assert_int_equal(atomic_load(&rd2.calls), 0);
+    end_loop(&r, loop);
+    close_pair(s);
+}
+
+static void test_io_add_and_ops_refuse_each_other_per_fd(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    test_counter io = 0;
+    char buf[4];
+    struct done d;
+    done_init(&d);
+    /* readiness first: ops refused from both threads */
+    assert_rc(evloop_io_add(loop, s[0], EVLOOP_READABLE, test_count_io, &io), 0);
+    assert_rc(call_op(false, loop, RECV, s[0], buf, sizeof buf, &d), -EBUSY);
+    assert_rc(call_op(true, loop, SEND, s[0], "a", 1, &d), -EBUSY);
+    assert_rc(call_op(true, loop, ACCEPT, s[0], NULL, 0, &d), -EBUSY);
+    assert_rc(evloop_io_remove(loop, s[0]), 0);
+    /* ops first: io_add refused while one is pending; io_remove/modify know nothing of it */
+    assert_rc(call_op(true, loop, RECV, s[0], buf, sizeof buf, &d), 0);
+    assert_rc(evloop_io_add(loop, s[0], EVLOOP_READABLE, test_count_io, &io), -EBUSY);
+    assert_rc(evloop_io_remove(loop, s[0]), -ENOENT);
+    assert_rc(evloop_io_modify(loop, s[0], EVLOOP_READABLE), -ENOENT);
+    uint64_t slept = test_sleeps(loop);
+    assert_int_equal(write(s[1], "q", 1), 1);
+    assert_int_equal(wait_done(&d), 1);
+    /* nothing pending any more (the callback has run): readiness may take the fd */
+    assert_true(wait_for_sleep(loop, slept));
+    assert_rc(evloop_io_add(loop, s[0], EVLOOP_READABLE, test_count_io, &io), 0);
+    assert_int_equal(write(s[1], "w", 1), 1);
+    assert_true(wait_for_count(&io, 1));
+    assert_rc(evloop_io_remove(loop, s[0]), 0);
+    end_loop(&r, loop);
+    close_pair(s);
+}
+
+/* ---- bad arguments ---------------------------------------------------------------------- */
+
+static void bad_arguments(bool local)
+{
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2], p[2];
+    test_socketpair(s);
+    test_pipe(p);
+    struct done d;
+    done_init(&d);
+    char buf[4];
+    int closed = dup(s[0]);
+    close(closed);
+    assert_rc(call_op(local, loop, RECV, closed, buf, sizeof buf, &d), -EBADF);
+    assert_rc(call_op(local, loop, SEND, closed, buf, sizeof buf, &d), -EBADF);
+    assert_rc(call_op(local, loop, ACCEPT, closed, NULL, 0, &d), -EBADF);
+    assert_rc(call_op(local, loop, RECV, -1, buf, sizeof buf, &d), -EBADF);
+    assert_rc(call_op(local, loop, RECV, p[0], buf, sizeof buf, &d), -ENOTSOCK);
+    assert_rc(call_op(local, loop, SEND, p[1], buf, sizeof buf, &d), -ENOTSOCK);
+    assert_rc(call_op(local, loop, ACCEPT, p[0], NULL, 0, &d), -ENOTSOCK);
+    assert_rc(call_op(local, loop, RECV, s[0], NULL, 4, &d), -EINVAL);
+    assert_rc(call_op(local, loop, SEND, s[0], NULL, 4, &d), -EINVAL);
+    assert_rc(call_op(local, loop, RECV, s[0], buf, 0, &d), -EINVAL);
+    assert_rc(call_op(local, loop, SEND, s[0], buf, 0, &d), -EINVAL);
+    assert_rc(call_op(local, loop, ACCEPT, s[0], NULL, 0, &d), -EINVAL); /* not listening */
+    int tcp = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_rc(call_op(local, loop, ACCEPT, tcp, NULL, 0, &d), -EINVAL);
+    assert_rc(call_op(local, loop, CANCEL, s[0], NULL, 0, &d), -ENOENT);
+    assert_rc(call_op(local, loop, CANCEL, -3, NULL, 0, &d), -EBADF);
+    assert_rc(evloop_recv(NULL, s[0], buf, 1, on_done, &d), -EINVAL);
+    assert_rc(evloop_recv(loop, s[0], buf, 1, NULL, &d), -EINVAL);
+    assert_rc(evloop_accept(NULL, s[0], on_done, &d), -EINVAL);
+    assert_rc(evloop_send(loop, s[0], buf, 1, NULL, &d), -EINVAL);
+    assert_rc(evloop_op_cancel(NULL, s[0]), -EINVAL);
+    /* none of the refused calls runs its callback; the fd is still free for ops */
+    assert_rc(call_op(local, loop, SEND, s[0], "ok", 2, &d), 0);
+    assert_int_equal(wait_done(&d), 2);
+    end_loop(&r, loop);
+    close(tcp);
+    close_pair(s);
+    close_pair(p);
+}
+
+static void test_bad_arguments_are_refused_on_the_loop_thread_and_no_callback_runs(void **state)
+{
+    (void)state;
+    bad_arguments(true);
+}
+
+static void test_bad_arguments_are_refused_from_another_thread_and_no_callback_runs(void **state)
+{
+    (void)state;
+    bad_arguments(false);
+}
+
+/* ---- cancel ----------------------------------------------------------------------------- */
+
+/* Fills s's send buffer so a send waits. */
+static void fill_send_buffer(int fd)
+{
+    static char junk[65536];
+    while (send(fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
+        ;
+}
+
+static void cancel_everything(bool local)
+{
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    struct sockaddr_in addr;
+    int l = tcp_listener(&addr);
+    int s[2];
+    test_socketpair(s);
+    fill_send_buffer(s[0]);
+    test_counter order = 0;
+    struct done acc, rd, sd[4];
+    done_init(&acc);
+    done_init(&rd);
+    char buf[8];
+    assert_rc(call_op(true, loop, ACCEPT, l, NULL, 0, &acc), 0);
+    assert_rc(call_op(true, loop, RECV, s[0], buf, sizeof buf, &rd), 0);
+    for (int i = 0; i < 4; i++) {
+        done_init(&sd[i]);
+        sd[i].order = &order;
+        assert_rc(call_op(i % 2 == 0, loop, SEND, s[0], "abcdefgh", 8, &sd[i]), 0);
+    }
+    assert_rc(call_op(local, loop, CANCEL, s[0], NULL, 0, NULL), 0);
+    assert_rc(call_op(local, loop, CANCEL, l, NULL, 0, NULL), 0);
+    assert_int_equal(wait_done(&acc), -ECANCELED);
+    assert_int_equal(wait_done(&rd), -ECANCELED);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(wait_done(&sd[i]), -ECANCELED);
+        assert_int_equal(atomic_load(&sd[i].seq), i + 1);
+    }
+    /* The fd is free again: a new recv is accepted and works. */
+    struct done again;
+    done_init(&again);
+    assert_rc(call_op(local, loop, RECV, s[0], buf, sizeof buf, &again), 0);
+    test_drain_fd(s[1]);
+    assert_int_equal(write(s[1], "x", 1), 1);
+    assert_int_equal(wait_done(&again), 1);
+    end_loop(&r, loop);
+    close_pair(s);
+    close(l);
+}
+
+static void test_cancel_on_the_loop_thread_ends_every_pending_op_once_with_ecanceled(void **state)
+{
+    (void)state;
+    cancel_everything(true);
+}
+
+static void test_cancel_from_another_thread_ends_every_pending_op_once_with_ecanceled(
+    void **state)
+{
+    (void)state;
+    cancel_everything(false);
+}
+
+static void test_cancel_on_the_loop_thread_frees_the_recv_slot_at_once(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    char buf[4];
+    struct done first, second;
+    done_init(&first);
+    done_init(&second);
+    assert_rc(call_op(true, loop, RECV, s[0], buf, sizeof buf, &first), 0);
+    /* cancel and recv again inside one task */
+    struct call c[2] = {
+        {.loop = loop, .kind = CANCEL, .fd = s[0]},
+        {.loop = loop, .kind = RECV, .fd = s[0], .buf = buf, .len = sizeof buf, .cb = on_done,
+         .arg = &second},
+    };
+    struct evloop_task tasks[2] = {{call_task, &c[0]}, {call_task, &c[1]}};
+    assert_rc(evloop_submit_batch(loop, tasks, 2), 0);
+    assert_true(wait_for_flag(&c[1].returned));
+    assert_rc(atomic_load(&c[0].rc), 0);
+    assert_rc(atomic_load(&c[1].rc), 0);
+    assert_int_equal(wait_done(&first), -ECANCELED);
+    assert_int_equal(write(s[1], "k", 1), 1);
+    assert_int_equal(wait_done(&second), 1);
+    end_loop(&r, loop);
+    close_pair(s);
+}
+
+#define RACE_ROUNDS 300
+
+/* Cancel from this thread while the peer's byte makes the recv complete: whichever wins,
+ * the callback runs exactly once, with 1 or -ECANCELED. */
+static void test_cancel_racing_completion_runs_the_callback_exactly_once(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    char buf[4];
+    int data = 0, cancelled = 0;
+    for (int i = 0; i < TEST_SIZE(RACE_ROUNDS); i++) {
+        struct done d;
+        done_init(&d);
+        int rc;
+        while ((rc = call_op(i % 2 == 0, loop, RECV, s[0], buf, 1, &d)) == -EBUSY)
+            ; /* the previous round's cancel from this thread is still on its way */
+        assert_rc(rc, 0);
+        test_write_byte(s[1]);
+        int c = evloop_op_cancel(loop, s[0]);
+        assert_true(c == 0 || c == -ENOENT);
+        int64_t res = wait_done(&d);
+        assert_true(res == 1 || res == -ECANCELED);
+        if (res == 1)
+            data++;
+        else
+            cancelled++;
+        test_drain_fd(s[0]);
+        assert_int_equal(atomic_load(&d.calls), 1);
+    }
+    print_message("cancel race: %d completed, %d cancelled\n", data, cancelled);
+    end_loop(&r, loop);
+    close_pair(s);
+}
+
+/* ---- stop and free ---------------------------------------------------------------------- */
+
+static void test_stop_with_ops_pending_completes_them_with_ecanceled_before_run_returns(
+    void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    struct sockaddr_in addr;
+    int l = tcp_listener(&addr);
+    int s[2];
+    test_socketpair(s);
+    fill_send_buffer(s[0]);
+    char buf[4];
+    struct done acc, rd, sd;
+    done_init(&acc);
+    done_init(&rd);
+    done_init(&sd);
+    assert_rc(call_op(false, loop, ACCEPT, l, NULL, 0, &acc), 0);
+    assert_rc(call_op(true, loop, RECV, s[0], buf, sizeof buf, &rd), 0);
+    assert_rc(call_op(false, loop, SEND, s[0], "abc", 3, &sd), 0);
+    assert_rc(evloop_stop(loop), 0);
+    assert_rc(test_runner_join(&r), 0);
+    /* run has returned: every callback has run, once */
+    assert_int_equal(atomic_load(&acc.calls), 1);
+    assert_int_equal(atomic_load(&rd.calls), 1);
+    assert_int_equal(atomic_load(&sd.calls), 1);
+    assert_int_equal(atomic_load(&acc.res), -ECANCELED);
+    assert_int_equal(atomic_load(&rd.res), -ECANCELED);
+    assert_int_equal(atomic_load(&sd.res), -ECANCELED);
+    struct done late;
+    done_init(&late);
+    assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &late), -ESHUTDOWN);
+    assert_rc(evloop_accept(loop, l, on_done, &late), -ESHUTDOWN);
+    test_loop_free(loop);
+    assert_int_equal(atomic_load(&late.calls), 0);
+    g_runner = NULL;
+    close_pair(s);
+    close(l);
+}
+
+struct repost {
+    evloop *loop;
+    int fd;
+    char buf[4];
+    test_counter calls;
+    _Atomic int rc;
+    _Atomic int64_t res;
+};
+
+/* A cancelled op's callback posting again during stop is refused. */
+static void repost_on_cancel(void *arg, int fd, int64_t res)
+{
+    struct repost *p = arg;
+    atomic_store(&p->res, res);
+    atomic_store(&p->rc, evloop_recv(p->loop, fd, p->buf, sizeof p->buf, repost_on_cancel, p));
+    atomic_fetch_add(&p->calls, 1);
+}
+
+static void test_callbacks_run_by_stop_cannot_post_new_ops(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    struct repost p = {.loop = loop, .fd = s[0]};
+    assert_rc(evloop_recv(loop, s[0], p.buf, sizeof p.buf, repost_on_cancel, &p), 0);
+    test_runner_stop(&r);
+    assert_int_equal(atomic_load(&p.calls), 1);
+    assert_int_equal(atomic_load(&p.res), -ECANCELED);
+    assert_rc(atomic_load(&p.rc), -ESHUTDOWN);
+    test_loop_free(loop);
+    g_runner = NULL;
+    close_pair(s);
+}
+
+static void test_free_of_a_loop_never_run_completes_its_ops_with_ecanceled(void **state)
+{
+    (void)state;
+    evloop *loop = test_loop_new(NULL);
+    int s[2];
+    test_socketpair(s);
+    assert_int_equal(write(s[1], "d", 1), 1);
+    char buf[4];
+    struct done rd, sd;
+    done_init(&rd);
+    done_init(&sd);
+    assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &rd), 0);
+    assert_rc(evloop_send(loop, s[0], "e", 1, on_done, &sd), 0);
+    test_loop_free(loop);
+    assert_int_equal(atomic_load(&rd.calls), 1);
+    assert_int_equal(atomic_load(&sd.calls), 1);
+    assert_int_equal(atomic_load(&rd.res), -ECANCELED);
+    assert_int_equal(atomic_load(&sd.res), -ECANCELED);
+    close_pair(s);
+}
+
+static void test_a_pending_op_keeps_an_auto_exit_loop_running(void **state)
+{
+    (void)state;
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.auto_exit = true;
+    evloop *loop = test_loop_new(&cfg);
+    int s[2];
+    test_socketpair(s);
+    char buf[4];
+    struct done d;
+    done_init(&d);
+    assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &d), 0);
+    struct test_runner r;
+    g_runner = &r;
+    test_runner_start(&r, loop);
+    assert_true(wait_for_sleep(loop, 0));
+    assert_int_equal(evloop_state(loop), EVLOOP_SLEEPING);
+    test_write_byte(s[1]);
+    assert_int_equal(wait_done(&d), 1);
+    assert_rc(test_runner_join(&r), 0); /* nothing left: it exits by itself */
+    test_loop_free(loop);
+    g_runner = NULL;
+    close_pair(s);
+}
+
+/* ---- peers ------------------------------------------------------------------------------ */
+
+static void test_a_peer_reset_mid_send_fails_the_pending_sends(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    tcp_pair(s);
+    int small = 65536;
+    setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    size_t big = 32u << 20;
+    char *data = calloc(1, big);
+    assert_non_null(data);
+    struct done d1, d2;
+    done_init(&d1);
+    done_init(&d2);
+    assert_rc(call_op(true, loop, SEND, s[0], data, big, &d1), 0);
+    assert_rc(call_op(false, loop, SEND, s[0], data, 16, &d2), 0);
+    char some[4096];
+    assert_true(read(s[1], some, sizeof some) > 0); /* started, not finished */
+    struct linger lg = {1, 0};
+    setsockopt(s[1], SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(s[1]); /* RST */
+    int64_t r1 = wait_done(&d1), r2 = wait_done(&d2);
+    assert_true(r1 == -ECONNRESET || r1 == -EPIPE);
+    assert_true(r2 == -ECONNRESET || r2 == -EPIPE);
+    end_loop(&r, loop);
+    close(s[0]);
+    free(data);
+}
+
+/* ---- kernel edges ----------------------------------------------------------------------- */
+
+static void on_signal(int sig)
+{
+    (void)sig;
+}
+
+struct storm {
+    pthread_t target;
+    atomic_bool stop;
+    test_counter sent;
+};
+
+static void *signal_storm(void *arg)
+{
+    struct storm *st = arg;
+    while (!atomic_load(&st->stop)) {
+        pthread_kill(st->target, SIGUSR1);
+        atomic_fetch_add(&st->sent, 1);
+        usleep(50);
+    }
+    return NULL;
+}
+
+#define ECHO_ROUNDS 2000
+
+/* A ping-pong over ops while signals (no SA_RESTART) hit the loop thread: EINTR anywhere
+ * is retried, never reported. */
+static void test_ops_survive_a_signal_storm_on_the_loop_thread(void **state)
+{
+    (void)state;
+    struct sigaction sa = {.sa_handler = on_signal}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, &old);
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    struct storm st = {.target = r.thread};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, signal_storm, &st), 0);
+    char buf[8];
+    for (int i = 0; i < TEST_SIZE(ECHO_ROUNDS); i++) {
+        struct done rd, sd;
+        done_init(&rd);
+        done_init(&sd);
+        assert_rc(call_op(i % 2 == 0, loop, RECV, s[0], buf, sizeof buf, &rd), 0);
+        assert_int_equal(write(s[1], "ping", 4), 4);
+        assert_int_equal(wait_done(&rd), 4);
+        assert_rc(call_op(i % 2 == 1, loop, SEND, s[0], "pong", 4, &sd), 0);
+        assert_int_equal(wait_done(&sd), 4);
+        char got[4];
+        assert_int_equal(read(s[1], got, 4), 4);
+    }
+    atomic_store(&st.stop, true);
+    pthread_join(t, NULL);
+    end_loop(&r, loop);
+    sigaction(SIGUSR1, &old, NULL);
+    close_pair(s);
+}
+
+#define MANY 256
+
+/* Many ops complete in one wait with a completion queue of 4 entries (io_uring; other
+ * backends ignore the variable): overflow loses nothing. */
+static void test_many_completions_at_once_with_a_tiny_completion_queue(void **state)
+{
+    (void)state;
+    setenv("EVLOOP_IO_URING_CQ", "4", 1);
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    unsetenv("EVLOOP_IO_URING_CQ");
+    static int s[MANY][2];
+    static char buf[MANY][4];
+    static struct done d[MANY];
+    for (int i = 0; i < MANY; i++) {
+        test_socketpair(s[i]);
+        done_init(&d[i]);
+        assert_rc(call_op(i % 2 == 0, loop, RECV, s[i][0], buf[i], sizeof buf[i], &d[i]), 0);
+    }
+    struct test_gate g = {0};
+    test_gate_hold(&g, loop); /* every peer writes while the loop is held: one big batch */
+    for (int i = 0; i < MANY; i++)
+        test_write_byte(s[i][1]);
+    test_gate_open(&g);
+    for (int i = 0; i < MANY; i++)
+        assert_int_equal(wait_done(&d[i]), 1);
+    end_loop(&r, loop);
+    for (int i = 0; i < MANY; i++)
+        close_pair(s[i]);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recv_on_a_socket_with_data_completes_at_once_local),
+        cmocka_unit_test(test_recv_on_a_socket_with_data_completes_from_another_thread),
+        cmocka_unit_test(test_recv_waits_for_data_and_reports_zero_when_the_peer_closes),
+        cmocka_unit_test(test_send_completes_with_its_length_and_the_peer_reads_it),
+        cmocka_unit_test(
+            test_accept_gives_a_nonblocking_cloexec_fd_and_is_called_again_for_the_next),
+        cmocka_unit_test(test_sends_to_a_slow_reader_complete_in_order_in_many_partial_writes),
+        cmocka_unit_test(test_sends_from_two_threads_keep_the_order_of_the_calls),
+        cmocka_unit_test(test_a_second_recv_is_refused_while_sends_queue_beside_it),
+        cmocka_unit_test(test_io_add_and_ops_refuse_each_other_per_fd),
+        cmocka_unit_test(test_bad_arguments_are_refused_on_the_loop_thread_and_no_callback_runs),
+        cmocka_unit_test(
+            test_bad_arguments_are_refused_from_another_thread_and_no_callback_runs),
+        cmocka_unit_test(test_cancel_on_the_loop_thread_ends_every_pending_op_once_with_ecanceled),
+        cmocka_unit_test(
+            test_cancel_from_another_thread_ends_every_pending_op_once_with_ecanceled),
+        cmocka_unit_test(test_cancel_on_the_loop_thread_frees_the_recv_slot_at_once),
+        cmocka_unit_test(test_cancel_racing_completion_runs_the_callback_exactly_once),
+        cmocka_unit_test(
+            test_stop_with_ops_pending_completes_them_with_ecanceled_before_run_returns),
+        cmocka_unit_test(test_callbacks_run_by_stop_cannot_post_new_ops),
+        cmocka_unit_test(test_free_of_a_loop_never_run_completes_its_ops_with_ecanceled),
+        cmocka_unit_test(test_a_pending_op_keeps_an_auto_exit_loop_running),
+        cmocka_unit_test(test_a_peer_reset_mid_send_fails_the_pending_sends),
+        cmocka_unit_test(test_ops_survive_a_signal_storm_on_the_loop_thread),
+        cmocka_unit_test(test_many_completions_at_once_with_a_tiny_completion_queue),
+    };
+    test_require_backend();
+    return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
+}
