@@ -46,6 +46,9 @@
  *       no held lane, and returns; the push then announces and returns 0, and its task is
  *       never run. The fix: clear busy after the announce, so once close has returned every
  *       accepted task is in a lane the loop holds or on the announce stack.
+ * -DLOST_CAS_NO_DRAIN -DEXIT_NOTIFIES is the other fix for the first flaw, for where the
+ *       consumer has nowhere to put tasks (_fenced()): the consumer still lets go undrained,
+ *       and lane_orphan() calls evloop__sleep_notify() after its announce push: must pass.
  *
  * Variants (tests/model/CMakeLists.txt runs each):
  *   (default)                       membarrier mode: must pass
@@ -283,8 +286,20 @@ proctype Producer(byte me; byte ntasks; bool exits) {
          * allowed; handing it to the consumer again is not (announce_push asserts). */
         store(me, ORPH(me), 1);
         xchg(me, ANN(me), 1, old);
-        if :: old == 0 -> announce_push(me, me) :: else -> skip fi;
-        old = 0
+        if
+        :: old == 0 ->
+            announce_push(me, me);
+#ifdef EXIT_NOTIFIES
+            light(me);                       /* the other fix: notify as a push does */
+            load(me, SLEEPW, sw);
+            notify(me, sw, old)
+#else
+            skip
+#endif
+        :: else -> skip
+        fi;
+        old = 0;
+        sw = 0
     :: else -> skip
     fi
 }
