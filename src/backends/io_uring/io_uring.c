@@ -233,7 +233,7 @@ static int handle(struct uring *s, const struct io_uring_cqe *cqe, struct evloop
     }
     g->batch = s->batch;
     g->slot = k;
-    out[k] = (struct evloop__io_event){g->tag, ev};
+    out[k] = (struct evloop__io_event){g->tag, ev, 0};
     return k + 1;
 }
 
@@ -247,7 +247,7 @@ static int validate(struct evloop__io_event *out, struct pollfd *pfd, int k)
     for (int i = 0; i < k; i++) {
         uint32_t ev = from_poll((uint32_t)pfd[i].revents);
         if (ev)
-            out[kept++] = (struct evloop__io_event){out[i].tag, ev};
+            out[kept++] = (struct evloop__io_event){out[i].tag, ev, 0};
     }
     return kept;
 }
