@@ -1,29 +1,28 @@
 """evloop: a C11 event loop for programs that hand work to a loop thread from other
 threads, from Python.
 
-    import threading, evloop
+    import evloop
 
-    loop = evloop.Loop()                        # backend "auto", variant "arena"
-    t = threading.Thread(target=loop.run)
-    t.start()
-    loop.submit(print, "hello from the loop")   # from any thread
-    loop.call_later(0.01, loop.stop)
-    t.join()
-    loop.close()
+    with evloop.Loop() as loop:                 # backend "auto", variant "arena"
+        loop.run_in_thread()
+        loop.submit(print, "hello from the loop")   # from any thread
+    # leaving the block: the loop stops, runs what it accepted, and is closed;
+    # a Ctrl-C in the block does the same, then KeyboardInterrupt propagates
 
 Both ingress variants of the C library are in the package (``evloop._arena`` and
-``evloop._chunk``, each statically linking one); ``Loop(variant="chunk")`` picks one, so
-a script can compare them in one process. See ``help(evloop.Loop)``.
+``evloop._chunk``, each statically linking one and binding its C API 1:1 as ``RawLoop``);
+``Loop(variant="chunk")`` picks one, so a script can compare them in one process. See
+``help(evloop.Loop)``.
 """
 
 from __future__ import annotations
 
-import abc
 import os
 from typing import Any, Dict, List, Optional, Union
 
 from ._common import Error, LoopClosedError, State, default_exception_handler
 from . import _arena, _chunk
+from ._loop import READABLE, WRITABLE, Loop, TimerHandle
 
 __all__ = [
     "Loop",
@@ -34,6 +33,7 @@ __all__ = [
     "backends",
     "variants",
     "autotune",
+    "now_ns",
     "default_exception_handler",
     "READABLE",
     "WRITABLE",
@@ -41,24 +41,12 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_MODULES = {"arena": _arena, "chunk": _chunk}
-
-READABLE = 1
-WRITABLE = 2
+_PathLike = Union[str, "os.PathLike[str]"]
 
 
 def variants() -> List[str]:
     """The ingress variants in this package: ``["arena", "chunk"]``."""
-    return list(_MODULES)
-
-
-def _module(variant: Optional[str]) -> Any:
-    if variant is None:
-        variant = os.environ.get("EVLOOP_VARIANT") or "arena"
-    try:
-        return _MODULES[variant]
-    except KeyError:
-        raise ValueError(f"unknown variant {variant!r}: expected one of {variants()}") from None
+    return ["arena", "chunk"]
 
 
 _backends_cache: Optional[List[str]] = None
@@ -72,14 +60,16 @@ def backends() -> List[str]:
     ``EVLOOP_BACKEND`` environment variable names another."""
     global _backends_cache
     if _backends_cache is None:
-        built = _arena.compiled_backends()
+        built = [b for b in _arena.BACKENDS.split(",") if b]
         # the C library's own preference (src/core/backend.c), then anything else built
         order = [b for b in _PRIORITY if b in built] + [b for b in built if b not in _PRIORITY]
         _backends_cache = [b for b in order if _arena.probe_backend(b) == 0]
     return list(_backends_cache)
 
 
-_PathLike = Union[str, "os.PathLike[str]"]
+def now_ns() -> int:
+    """The loop's clock (``evloop_now_ns``: CLOCK_MONOTONIC, as timers use it), in ns."""
+    return int(_arena.now_ns())
 
 
 def autotune(max_seconds: float = 2.0, save: Optional[_PathLike] = None) -> Dict[str, Any]:
@@ -94,71 +84,28 @@ def autotune(max_seconds: float = 2.0, save: Optional[_PathLike] = None) -> Dict
     ``Loop(profile=...)`` or the ``EVLOOP_PROFILE`` environment variable then loads.
     Raises ``ValueError`` for a bad ``max_seconds`` and ``evloop.Error`` when the
     calibration or the save fails."""
-    return _arena.autotune(max_seconds, None if save is None else os.fspath(save))
+    if not 0 <= max_seconds <= 3600:
+        raise ValueError("max_seconds must be between 0 (the default, about 2 s) and 3600")
+    return dict(_arena.autotune(max_seconds, None if save is None else os.fspath(save)))
 
 
-class Loop(metaclass=abc.ABCMeta):
-    """An evloop event loop.
-
-    ``Loop(backend=None, variant=None, spin_ns=-1, batch_budget=0, profile=None)``
-
-    - backend: ``None``/``"auto"`` (the best that starts here, or ``$EVLOOP_BACKEND``),
-      ``"epoll"``, ``"io_uring"`` or ``"kqueue"``. One that cannot start raises
-      ``evloop.Error`` with ``errno.ENOTSUP``.
-    - variant: the ingress queue, ``"arena"`` (lock-free ring) or ``"chunk"`` (mutex and
-      chunk pool); ``None`` means ``$EVLOOP_VARIANT`` or ``"arena"``.
-    - spin_ns: how long the loop spins before sleeping: -1 adaptive, 0 never, else ns.
-    - batch_budget: external tasks run per tick: 0 adaptive, else a fixed count.
-    - profile: a profile saved by ``evloop.autotune(save=...)`` (or the ``evloop_autotune``
-      tool) to start from: it sets the starting spin window and its cap, the starting
-      batch budget and the backend tried first, wherever the arguments above leave them
-      adaptive or "auto". ``None`` means ``$EVLOOP_PROFILE`` if set, ``""`` no profile. A
-      missing or malformed file raises ``evloop.Error`` (``ENOENT``, ``EINVAL``).
-
-    The object returned is an instance of ``evloop._arena.Loop`` or
-    ``evloop._chunk.Loop``; ``isinstance(obj, evloop.Loop)`` holds for both.
-
-    Threads: ``run()`` runs the loop on the calling thread; every other method may be
-    called from any thread, including from callbacks, which run on the loop thread one at
-    a time. The GIL is released while the loop waits. A callback that raises an
-    ``Exception`` goes to the exception handler (default: the traceback is printed and
-    the loop keeps running); ``KeyboardInterrupt`` (also Ctrl-C while ``run()`` blocks
-    on the main thread) and ``SystemExit`` stop the loop and are raised from ``run()``.
-
-    The loop is also a context manager: ``with evloop.Loop() as loop:`` closes it on
-    exit. Close loops you are done with: ``close()`` runs tasks still queued and releases
-    every callback the loop holds.
-    """
-
-    def __new__(  # type: ignore[misc]
-        cls,
-        backend: Optional[str] = None,
-        variant: Optional[str] = None,
-        spin_ns: int = -1,
-        batch_budget: int = 0,
-        profile: Optional[_PathLike] = None,
-    ) -> "Loop":
-        mod = _module(variant)
-        path = None if profile is None else os.fspath(profile)
-        return mod.Loop(backend, mod.VARIANT, spin_ns, batch_budget, path)
+def _stats_getitem(self: Any, key: str) -> Any:
+    if key not in self._fields:
+        raise KeyError(key)
+    return getattr(self, key)
 
 
-class TimerHandle(metaclass=abc.ABCMeta):
-    """What ``Loop.call_later`` and ``Loop.call_every`` return: ``cancel()``,
-    ``cancelled()``, ``active``, ``periodic``, ``interval``."""
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> "TimerHandle":  # pragma: no cover
-        raise TypeError("TimerHandle objects come from Loop.call_later / Loop.call_every")
+def _stats_as_dict(self: Any) -> Dict[str, Any]:
+    """The fields as a dict."""
+    return {k: getattr(self, k) for k in self._fields}
 
 
-for _mod in _MODULES.values():
-    Loop.register(_mod.Loop)
-    TimerHandle.register(_mod.TimerHandle)
+def _stats_repr(self: Any) -> str:
+    return "evloop.Stats(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self._fields) + ")"
 
-# help(evloop.Loop) and evloop.Loop.submit.__doc__ show the methods: the descriptors of
-# one concrete class, for documentation only (instances are of the concrete classes).
-for _cls, _src in ((Loop, _arena.Loop), (TimerHandle, _arena.TimerHandle)):
-    for _name, _attr in vars(_src).items():
-        if not _name.startswith("_") and _name not in vars(_cls):
-            setattr(_cls, _name, _attr)
-del _cls, _src, _name, _attr, _mod
+
+for _mod in (_arena, _chunk):
+    _mod.Stats.__getitem__ = _stats_getitem
+    _mod.Stats.as_dict = _stats_as_dict
+    _mod.Stats.__repr__ = _stats_repr
+del _mod

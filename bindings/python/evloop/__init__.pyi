@@ -2,8 +2,11 @@
 
 import enum
 import os
+import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Optional, Protocol, Type, Union
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Type, Union
+
+from ._arena import Stats as Stats
 
 __version__: str
 READABLE: int
@@ -39,6 +42,9 @@ def backends() -> List[str]:
 def variants() -> List[str]:
     """The ingress variants in this package: ["arena", "chunk"]."""
 
+def now_ns() -> int:
+    """The loops' clock (evloop_now_ns, CLOCK_MONOTONIC) in ns."""
+
 _PathLike = Union[str, "os.PathLike[str]"]
 
 def autotune(max_seconds: float = 2.0, save: Optional[_PathLike] = None) -> Dict[str, Any]:
@@ -62,27 +68,34 @@ class TimerHandle:
     def interval(self) -> float:
         """The delay (call_later) or interval (call_every) in seconds."""
 
+_Task = Union[Callable[[], object], Tuple[Any, ...]]
+
 class Loop:
     """An evloop event loop; see help(evloop.Loop)."""
 
-    def __new__(
-        cls,
+    def __init__(
+        self,
         backend: Optional[str] = None,
         variant: Optional[str] = None,
         spin_ns: int = -1,
         batch_budget: int = 0,
         profile: Optional[_PathLike] = None,
-    ) -> "Loop": ...
+        fence: Optional[str] = None,
+    ) -> None: ...
     def submit(self, fn: Callable[..., object], *args: Any) -> None:
         """Queues fn(*args) to run on the loop thread. Any thread."""
     def submit_internal(self, fn: Callable[..., object], *args: Any) -> None:
         """Like submit(), but before external tasks still waiting. Any thread."""
     def queue_microtask(self, fn: Callable[..., object], *args: Any) -> None:
         """Runs fn(*args) right after the callback now running. Any thread."""
+    def submit_batch(self, tasks: Sequence[_Task]) -> None:
+        """Queues callables or tuples (fn, *args) at once, in order; all or none."""
     def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> TimerHandle:
         """Runs fn(*args) once, no earlier than delay seconds from now. Any thread."""
     def call_every(self, interval: float, fn: Callable[..., object], *args: Any) -> TimerHandle:
         """Runs fn(*args) every interval seconds until cancelled. Any thread."""
+    def time(self) -> float:
+        """The loop's clock in seconds."""
     def add_reader(self, fd: FileDescriptorLike, fn: Callable[..., object], *args: Any) -> None:
         """Calls fn(*args) while fd is readable (level-triggered). Any thread."""
     def add_writer(self, fd: FileDescriptorLike, fn: Callable[..., object], *args: Any) -> None:
@@ -92,7 +105,11 @@ class Loop:
     def remove_writer(self, fd: FileDescriptorLike) -> bool:
         """Stops watching fd for writing; True if a writer was registered."""
     def run(self) -> None:
-        """Runs the loop on this thread until stop(); the GIL is released while it waits."""
+        """Runs the loop on this thread until stop(); Ctrl-C on the main thread stops it."""
+    def run_in_thread(self, name: Optional[str] = None) -> threading.Thread:
+        """Starts run() on a new thread."""
+    def join(self, timeout: Optional[float] = None) -> bool:
+        """Waits for the thread of run_in_thread(); Ctrl-C stops the loop gracefully."""
     def stop(self) -> None:
         """Graceful stop: refuse new work, run what was accepted. Any thread."""
     def close(self) -> None:
@@ -104,8 +121,8 @@ class Loop:
         """handler(exc, callback) for exceptions raised by callbacks; None: the default."""
     def get_exception_handler(self) -> Optional[ExceptionHandler]:
         """The handler set, or None for the default."""
-    def stats(self) -> Dict[str, Union[int, str]]:
-        """The loop's counters (evloop_stats) as a dict."""
+    def stats(self) -> Stats:
+        """The loop's counters (evloop_stats), read-only fields."""
     @property
     def state(self) -> State:
         """The loop's state now."""
@@ -121,4 +138,4 @@ class Loop:
         exc_type: Optional[Type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool: ...
+    ) -> None: ...

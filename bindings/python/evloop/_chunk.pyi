@@ -1,25 +1,92 @@
-"""Type stubs for evloop._arena and evloop._chunk (one extension source, two variants).
-Use the evloop package; these modules are its implementation."""
+"""Type stubs for evloop._arena and evloop._chunk (one extension source, two variants): the
+C API of include/evloop.h bound 1:1. Use the evloop package; these modules are its
+implementation (evloop/_loop.py builds evloop.Loop over RawLoop)."""
 
-from typing import Any, Dict, List, Optional
-
-from . import Loop as Loop, TimerHandle as TimerHandle
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 VARIANT: str
+BACKENDS: str
+READABLE: int
+WRITABLE: int
+HANGUP: int
+ERROR: int
 
 def ingress() -> str:
-    """The variant the linked library was built with."""
-def compiled_backends() -> List[str]:
-    """The pollers compiled into this build."""
-def probe_backend(name: str) -> int:
-    """0 when a loop with this backend starts here, else the negative errno."""
+    """evloop_ingress(): the variant the linked library was built with."""
 def strerror(err: int) -> str:
     """evloop_strerror(err)."""
 def now_ns() -> int:
-    """The loop's monotonic clock in ns."""
-def autotune(max_seconds: float = 2.0, save: Optional[str] = None) -> Dict[str, Any]:
-    """evloop_autotune: calibrates this machine; the profile as a dict."""
+    """evloop_now_ns(): the loops' clock, ns."""
+def probe_backend(name: str) -> int:
+    """0 when a loop with this backend starts here, else the negative errno."""
+def autotune(max_seconds: float, save: Optional[str] = None) -> Dict[str, Any]:
+    """evloop_autotune, with the GIL released; the profile as a dict."""
+def profile_load(path: str) -> Dict[str, Any]:
+    """evloop_profile_load(path): the profile as a dict."""
+def check_signals() -> None:
+    """PyErr_CheckSignals(): runs the Python signal handlers now (main thread)."""
+def write_unraisable(exc: BaseException, obj: Any) -> None:
+    """PyErr_WriteUnraisable: exc to sys.unraisablehook."""
 def _set_lazy_gil(on: bool) -> None: ...
+
+class Stats:
+    """struct evloop_stats as read-only fields, and py_internal_tasks."""
+
+    _fields: Tuple[str, ...]
+    tasks_run: int
+    microtasks_run: int
+    timers_fired: int
+    io_callbacks: int
+    ticks: int
+    futex_sleeps: int
+    futex_wakes: int
+    poller_sleeps: int
+    poller_wakes: int
+    spin_hits: int
+    spin_misses: int
+    spin_preemptions: int
+    ingress_overflows: int
+    batch_budget: int
+    spin_ns: int
+    backend: str
+    ingress: str
+    fallback: str
+    profile_loaded: bool
+    fence: str
+    fence_reason: str
+    lanes: int
+    py_internal_tasks: int
+    def __getitem__(self, key: str) -> Any: ...
+    def as_dict(self) -> Dict[str, Any]: ...
+
+_Task = Union[Callable[[], object], Tuple[Any, ...]]
+
+class RawLoop:
+    """One evloop; the C calls."""
+
+    on_error: Optional[Callable[[BaseException, Any], object]]
+    def __init__(self, backend: Optional[str] = None, spin_ns: int = -1,
+                 batch_budget: int = 0, auto_exit: bool = False,
+                 profile: Optional[str] = None, fence: Optional[str] = None) -> None: ...
+    def run(self) -> None: ...
+    def stop(self) -> None: ...
+    def free(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def submit(self, fn: Callable[..., object], *args: Any) -> None: ...
+    def submit_internal(self, fn: Callable[..., object], *args: Any) -> None: ...
+    def queue_microtask(self, fn: Callable[..., object], *args: Any) -> None: ...
+    def submit_batch(self, tasks: Sequence[_Task]) -> None: ...
+    def timer_start(self, delay_ns: int, interval_ns: int, fn: Callable[[], object]) -> int: ...
+    def timer_cancel(self, id: int) -> bool: ...
+    def io_add(self, fd: int, events: int, fn: Callable[[int, int], object]) -> None: ...
+    def io_modify(self, fd: int, events: int) -> None: ...
+    def io_remove(self, fd: int) -> bool: ...
+    def stats(self) -> Stats: ...
+    @property
+    def state(self) -> int: ...
+    @property
+    def backend(self) -> str: ...
 
 # evloop.bench's kernels (present when built with bench/; see evloop.bench.run)
 from typing import Any, Dict

@@ -4,17 +4,21 @@ The tournament's code is the benchmark driver's, bench/tournament.py, which the 
 carries as ``evloop._bench_tournament`` (installed from bench/ at build time; in a source
 checkout it is loaded from bench/ directly). Two ways to run it:
 
-- with the google-benchmark binary (``--bench PATH``, ``$EVLOOP_BENCH``, or
-  ``build-bench/bench/evloop_bench`` under the current folder, as
-  ``bench/run_tournament.sh`` builds it): exactly the driver's run, evloop against
-  libuv, libev and the hardware floors; every other argument goes to the driver
-  (``--rounds``, ``--quick``, ``--filter``, ``--out``, ...).
+- with the google-benchmark binary (``--bench PATH``, ``$EVLOOP_BENCH``, else
+  ``build/bench/evloop_bench`` (the README's build folder, configured with
+  ``-DEVLOOP_BUILD_BENCH=ON``) or ``build-bench/bench/evloop_bench`` (as
+  ``bench/run_tournament.sh`` builds it) under the current folder): exactly the driver's
+  run, evloop against libuv, libev and the hardware floors; every other argument goes to
+  the driver (``--rounds``, ``--quick``, ``--filter``, ...).
 - otherwise (or with ``--in-process``): the same rounds, rotation, medians, ratios and
   report, with the figures measured in this process by :mod:`evloop.bench`'s C kernels:
   evloop in both variants on every backend that starts here (plus fixed settings from
   ``--configs`` / ``$EVLOOP_BENCH_EVLOOP_CONFIGS``) and the hardware floors. libev and
   libuv are not in the Python package, so their columns stay empty; the floor ratios and
   the adaptive-vs-fixed table are there.
+
+Everything is written under ``--out``, by default ``evloop-tournament/latest`` (or
+``quick``) in the current folder; never into the installed package.
 
     python -m evloop.tournament --in-process --quick
     python -m evloop.tournament --in-process --rounds 3 --configs 'spin=0;budget=64'
@@ -57,12 +61,28 @@ def load_driver() -> ModuleType:
                      "in this installation")
 
 
+PROG = "python -m evloop.tournament"
+# Where a checkout builds the benchmark binary, under the current folder: the README's
+# build folder first, then bench/run_tournament.sh's.
+BENCH_BUILDS = (os.path.join("build", "bench", "evloop_bench"),
+                os.path.join("build-bench", "bench", "evloop_bench"))
+
+
 def find_bench_binary(explicit: Optional[str]) -> Optional[str]:
-    for cand in (explicit, os.environ.get("EVLOOP_BENCH"),
-                 os.path.join(os.getcwd(), "build-bench", "bench", "evloop_bench")):
+    """The evloop_bench to run: --bench (which must exist), $EVLOOP_BENCH, or one of
+    BENCH_BUILDS under the current folder; None for an in-process run."""
+    if explicit:
+        if not os.access(explicit, os.X_OK):
+            raise SystemExit(f"{PROG}: --bench {explicit}: not an executable file")
+        return os.path.abspath(explicit)
+    for cand in (os.environ.get("EVLOOP_BENCH"),) + BENCH_BUILDS:
         if cand and os.access(cand, os.X_OK):
-            return cand
+            return os.path.abspath(cand)
     return None
+
+
+def default_out(quick: bool) -> str:
+    return os.path.join(os.getcwd(), "evloop-tournament", "quick" if quick else "latest")
 
 
 # ---------------------------------------------------------------- the in-process run
@@ -165,9 +185,12 @@ def run_in_process(args: argparse.Namespace) -> List[str]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(
+        prog=PROG,
         description="The evloop tournament from Python (bench/tournament.py's code).",
         epilog="Other arguments go to bench/tournament.py when the bench binary is used.")
-    ap.add_argument("--bench", help="path to evloop_bench (the google-benchmark binary)")
+    ap.add_argument("--bench", help="path to evloop_bench (the google-benchmark binary); "
+                    "default $EVLOOP_BENCH, else " + " or ".join(BENCH_BUILDS) +
+                    " under the current folder, else an in-process run")
     ap.add_argument("--in-process", action="store_true",
                     help="measure with evloop.bench's kernels in this process")
     ap.add_argument("--quick", action="store_true",
@@ -179,17 +202,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--configs", default="", help="extra fixed evloop settings, "
                     "';'-separated ('spin=0;budget=64')")
     ap.add_argument("--out", help="results folder (default evloop-tournament/latest or "
-                                  "evloop-tournament/quick under the current folder)")
+                                  "evloop-tournament/quick under the current folder); "
+                                  "nothing is written elsewhere")
     ap.add_argument("--quiet", action="store_true")
     args, rest = ap.parse_known_args(argv)
 
     driver = load_driver()
     binary = None if args.in_process else find_bench_binary(args.bench)
+    # The driver's own default folder is beside its file: in the installed package.
+    args.out = os.path.abspath(args.out or default_out(args.quick))
+    # The report shows the command; the driver would show its own file's name.
+    os.environ.setdefault("EVLOOP_TOURNAMENT_COMMAND",
+                          " ".join([PROG] + list(sys.argv[1:] if argv is None else argv)))
     if binary:
-        sys.argv = ["python -m evloop.tournament", "--bench", binary, "--rounds",
-                    str(args.rounds)] + (["--quick"] if args.quick else []) + \
+        sys.argv = [PROG, "--bench", binary, "--rounds", str(args.rounds), "--out",
+                    args.out] + (["--quick"] if args.quick else []) + \
                    (["--filter", args.filter] if args.filter else []) + \
-                   (["--out", args.out] if args.out else []) + \
                    (["--min-time", str(args.min_time)] if args.min_time else []) + rest
         return int(driver.main() or 0)
 
@@ -197,8 +225,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         ap.error(f"unknown arguments for an in-process run: {rest}")
     if args.min_time is None:
         args.min_time = 0.02 if args.quick else 0.3
-    args.out = args.out or os.path.join(os.getcwd(), "evloop-tournament",
-                                        "quick" if args.quick else "latest")
     os.makedirs(args.out, exist_ok=True)
     print(f"evloop tournament (in-process, evloop.bench kernels): {args.rounds} rounds, "
           f"{args.min_time}s per benchmark, into {args.out}", flush=True)
@@ -206,8 +232,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not paths:
         print("evloop.tournament: nothing ran (check --filter)", file=sys.stderr)
         return 1
-    sys.argv = ["python -m evloop.tournament --in-process", "--from-json", *paths,
-                "--out", args.out] + (["--quick"] if args.quick else [])
+    sys.argv = [PROG, "--from-json", *paths, "--out", args.out] + \
+        (["--quick"] if args.quick else [])
     return int(driver.main() or 0)
 
 

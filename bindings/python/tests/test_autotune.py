@@ -55,8 +55,8 @@ def test_autotune_returns_a_sane_profile_within_its_time_limit_and_saves_it(
     assert f"batch_budget {p['batch_budget']}\n" in text
     with evloop.Loop(profile=path) as lp:
         st = lp.stats()
-        assert st["profile_loaded"] is True
-        assert st["batch_budget"] == p["batch_budget"]
+        assert st.profile_loaded is True
+        assert st.batch_budget == p["batch_budget"]
         assert lp.backend == p["backend"]
 
 
@@ -78,16 +78,16 @@ def test_a_loop_starts_from_a_profile_and_its_own_arguments_win(
     path = write_profile(tmp_path / "p", backend=evloop.backends()[-1])
     with evloop.Loop(variant=variant, profile=str(path)) as lp:
         st = lp.stats()
-        assert st["profile_loaded"] is True
-        assert (st["batch_budget"], st["spin_ns"]) == (1024, 15000)
+        assert st.profile_loaded is True
+        assert (st.batch_budget, st.spin_ns) == (1024, 15000)
         assert lp.backend == evloop.backends()[-1]
     with evloop.Loop(variant=variant, profile=path, spin_ns=0, batch_budget=64,
                      backend=evloop.backends()[0]) as lp:
         st = lp.stats()
-        assert (st["batch_budget"], st["spin_ns"]) == (64, 0)
+        assert (st.batch_budget, st.spin_ns) == (64, 0)
         assert lp.backend == evloop.backends()[0]
     with evloop.Loop(variant=variant) as lp:
-        assert lp.stats()["profile_loaded"] is False
+        assert lp.stats().profile_loaded is False
 
 
 def test_the_evloop_profile_variable_is_honoured(tmp_path: pathlib.Path,
@@ -95,9 +95,9 @@ def test_the_evloop_profile_variable_is_honoured(tmp_path: pathlib.Path,
     path = write_profile(tmp_path / "p", budget=2048)
     monkeypatch.setenv("EVLOOP_PROFILE", str(path))
     with evloop.Loop() as lp:
-        assert lp.stats()["batch_budget"] == 2048
+        assert lp.stats().batch_budget == 2048
     with evloop.Loop(profile="") as lp:
-        assert lp.stats()["profile_loaded"] is False
+        assert lp.stats().profile_loaded is False
 
 
 def test_a_missing_or_malformed_profile_raises_with_its_errno(tmp_path: pathlib.Path) -> None:

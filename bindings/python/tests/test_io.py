@@ -43,7 +43,7 @@ def test_reader_runs_when_the_pipe_has_data(running, pipe):
     assert got == [("tag", b"hello")]
     assert running.loop.remove_reader(r) is True
     assert running.loop.remove_reader(r) is False
-    assert running.loop.stats()["io_callbacks"] >= 1
+    assert running.loop.stats().io_callbacks >= 1
 
 
 def test_writer_runs_while_the_pipe_is_writable(running, pipe):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import errno
+import os
+import re
 import threading
 
 import pytest
@@ -31,7 +33,7 @@ def test_loop_is_an_instance_of_evloop_loop_for_both_variants(combo):
         assert isinstance(lp, evloop.Loop)
         assert lp.variant == variant
         assert lp.backend == backend
-        assert lp.stats()["ingress"] == variant
+        assert lp.stats().ingress == variant
         assert f"variant={variant}" in repr(lp)
 
 
@@ -70,8 +72,8 @@ def test_fixed_spin_and_budget_are_in_force(combo):
     variant, backend = combo
     with evloop.Loop(backend=backend, variant=variant, spin_ns=0, batch_budget=64) as lp:
         st = lp.stats()
-        assert st["spin_ns"] == 0
-        assert st["batch_budget"] == 64
+        assert st.spin_ns == 0
+        assert st.batch_budget == 64
 
 
 def test_states_from_awake_to_terminated(loop):
@@ -192,14 +194,34 @@ def test_two_loops_of_different_variants_in_one_process():
         c.loop.close()
 
 
-def test_stats_has_the_documented_keys(loop):
+HEADER = os.path.join(os.path.dirname(__file__), "..", "..", "..", "include", "evloop.h")
+
+
+def c_stats_fields():
+    """The field names of struct evloop_stats, read from the C header."""
+    with open(HEADER) as f:
+        text = f.read()
+    body = re.search(r"struct evloop_stats \{(.*?)\n\};", text, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    return [m.group(1) for m in re.finditer(r"(\w+)\s*;", body)]
+
+
+def test_stats_has_every_field_of_the_c_struct_read_only(loop):
     st = loop.stats()
-    for k in ("tasks_run", "microtasks_run", "timers_fired", "io_callbacks", "ticks",
-              "futex_sleeps", "futex_wakes", "poller_sleeps", "poller_wakes", "spin_hits",
-              "spin_misses", "ingress_overflows", "batch_budget", "spin_ns", "backend",
-              "ingress", "fallback", "py_internal_tasks", "py_signal_checks"):
-        assert k in st, k
-    assert st["backend"] == loop.backend
+    fields = c_stats_fields()
+    assert "spin_preemptions" in fields and len(fields) >= 19
+    assert list(st._fields) == fields + ["py_internal_tasks"]
+    d = st.as_dict()
+    assert list(d) == list(st._fields)
+    for k in st._fields:
+        assert getattr(st, k) == d[k] == st[k]
+        with pytest.raises(AttributeError):
+            setattr(st, k, 1)
+    assert st.backend == loop.backend and st.ingress == loop.variant
+    assert isinstance(st.profile_loaded, bool) and isinstance(st.tasks_run, int)
+    with pytest.raises(KeyError):
+        st["nope"]
+    assert "tasks_run=0" in repr(st)
 
 
 def test_stats_count_only_user_work(loop):
@@ -209,8 +231,9 @@ def test_stats_count_only_user_work(loop):
     loop.call_later(0.002, loop.stop)
     loop.run()
     st = loop.stats()
-    assert st["tasks_run"] == 100
-    assert st["timers_fired"] == 2
+    assert st.tasks_run == 100
+    assert st.timers_fired == 2
+    assert st.py_internal_tasks >= 1  # the GIL release tasks
 
 
 def test_state_enum_compares_as_str():

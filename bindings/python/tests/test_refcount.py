@@ -81,7 +81,7 @@ def test_100k_submits_without_args_on_the_loop_thread(loop):
     loop.submit(seed)
     loop.run()
     assert refs(fn) == before
-    assert loop.stats()["tasks_run"] == N + 2
+    assert loop.stats().tasks_run == N + 2
 
 
 def test_tasks_still_queued_at_close_are_run_and_released(loop):
@@ -212,4 +212,38 @@ def test_loops_created_and_dropped_do_not_leak(combo):
     snap1 = tracemalloc.take_snapshot()
     tracemalloc.stop()
     grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename"))
+    assert grown < 64 * 1024
+
+
+def test_100k_tasks_in_batches_leave_no_growth(loop):
+    lt = LoopThread(loop).start()
+
+    def fn(a):
+        pass
+
+    arg = object()
+    task = (fn, arg)
+    batch = [task] * 100
+    done = threading.Event()
+
+    def cycle(n):
+        for _ in range(n):
+            loop.submit_batch(batch)
+        done.clear()
+        loop.submit(done.set)
+        assert done.wait(DEADLINE)
+
+    cycle(10)
+    gc.collect()
+    before = refs(fn, arg, task)
+    tracemalloc.start()
+    snap0 = tracemalloc.take_snapshot()
+    cycle(N // len(batch))
+    gc.collect()
+    snap1 = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    lt.join()
+    assert refs(fn, arg, task) == before
+    grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename")
+                if "tracemalloc" not in s.traceback[0].filename)
     assert grown < 64 * 1024

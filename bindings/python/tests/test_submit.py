@@ -71,7 +71,7 @@ def test_many_python_threads_each_task_runs_exactly_once(loop, lazy_gil):
     assert len(seen) == threads * per
     assert set(seen.values()) == {1}
     assert out_of_order == []
-    assert loop.stats()["tasks_run"] == threads * per
+    assert loop.stats().tasks_run == threads * per
 
 
 def test_submits_racing_stop_either_run_or_are_refused_never_both(loop):
@@ -157,7 +157,7 @@ def test_microtask_from_another_thread_runs(running):
     done = threading.Event()
     running.loop.queue_microtask(done.set)
     assert done.wait(DEADLINE)
-    assert running.loop.stats()["microtasks_run"] >= 1
+    assert running.loop.stats().microtasks_run >= 1
 
 
 def test_refused_task_is_released_and_raises(loop):
@@ -207,3 +207,66 @@ def test_flood_from_a_thread_while_loop_runs_callbacks(running):
     for _ in range(n):
         running.loop.submit(task)
     assert done.wait(DEADLINE)
+
+
+def test_submit_batch_runs_callables_and_tuples_in_order(running):
+    got = []
+    done = threading.Event()
+    running.loop.submit_batch([(got.append, 0), lambda: got.append(1), (got.append, 2),
+                               (lambda a, b: got.append(a + b), 1, 2), done.set])
+    assert done.wait(DEADLINE)
+    assert got == [0, 1, 2, 3]
+    running.loop.submit_batch([])  # a no-op
+    running.loop.submit_batch(())
+
+
+def test_batches_from_many_python_threads_each_task_runs_exactly_once(loop, lazy_gil):
+    lt = LoopThread(loop).start()
+    threads, batches, size = 8, 200, 50
+    seen = collections.Counter()
+    last = {}
+    out_of_order = []
+
+    def task(tid, i):
+        seen[(tid, i)] += 1
+        if last.get(tid, -1) >= i:
+            out_of_order.append((tid, i))
+        last[tid] = i
+
+    def producer(tid):
+        for b in range(batches):
+            loop.submit_batch([(task, tid, b * size + j) for j in range(size)])
+
+    ts = [threading.Thread(target=producer, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    lt.join()
+    assert len(seen) == threads * batches * size
+    assert set(seen.values()) == {1}
+    assert out_of_order == []
+
+
+def test_a_batch_with_a_bad_item_or_to_a_stopped_loop_accepts_nothing(loop):
+    ran = []
+
+    def fn(x):
+        ran.append(x)
+
+    arg = object()
+    before = (sys.getrefcount(fn), sys.getrefcount(arg))
+    with pytest.raises(TypeError):
+        loop.submit_batch([(fn, arg), (fn, arg), 42, (fn, arg)])
+    with pytest.raises(TypeError):
+        loop.submit_batch([(fn, arg), ("not callable", arg)])
+    with pytest.raises(TypeError):
+        loop.submit_batch(fn)  # not a sequence
+    assert (sys.getrefcount(fn), sys.getrefcount(arg)) == before
+    loop.stop()
+    with pytest.raises(evloop.LoopClosedError) as ei:
+        loop.submit_batch([(fn, arg)] * 100)
+    assert ei.value.errno == errno.ESHUTDOWN
+    assert (sys.getrefcount(fn), sys.getrefcount(arg)) == before
+    loop.run()
+    assert ran == []
