@@ -39,8 +39,12 @@ struct evloop__task {
 
 struct evloop__ingress;
 
-/* capacity: tasks the queue holds without allocating (rounded up as the variant needs). */
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence);
+/* capacity: tasks the queue holds without allocating (rounded up as the variant needs).
+ * notify(notify_arg), when not NULL, wakes the loop as evloop__sleep_notify() does: the
+ * variant calls it after announcing work outside a push (arena: the lane of a thread that
+ * exits, announced by the thread's destructor, whose lane the loop may have let go of). */
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence,
+                        void (*notify)(void *), void *notify_arg);
 void evloop__ingress_free(struct evloop__ingress *q);
 
 /* 0, -ESHUTDOWN after _close, -ENOMEM (nothing accepted then). */

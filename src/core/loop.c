@@ -112,15 +112,22 @@ static int open_backend(evloop *loop, const evloop_config *cfg, const struct evl
                                 sizeof(loop->fallback));
 }
 
+/* The ingress queues' way to wake the loop when they announce work outside a push (an
+ * exiting thread's last lane). */
+static void notify(void *loop)
+{
+    evloop__sleep_notify(&((evloop *)loop)->sleep);
+}
+
 static int create_parts(evloop *loop, const evloop_config *cfg, const struct evloop_profile *p)
 {
     int r = evloop__sleep_init(&loop->sleep, cfg->fence, &loop->fence_why);
     if (r < 0)
         return r;
     unsigned fence = loop->sleep.fence;
-    if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY, fence)) < 0 ||
-        (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY, fence)) < 0 ||
-        (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY, fence)) < 0 ||
+    if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY, fence, notify, loop)) < 0 ||
+        (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY, fence, notify, loop)) < 0 ||
+        (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY, fence, notify, loop)) < 0 ||
         (r = evloop__taskq_init(&loop->local, LOCAL_CAPACITY)) < 0 ||
         (r = evloop__taskq_init(&loop->local_internal, LOCAL_CAPACITY)) < 0 ||
         (r = evloop__taskq_init(&loop->micro, LOCAL_CAPACITY)) < 0 ||

@@ -74,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t capacity = 2 + data[0] % 200;
     struct evloop__ingress *q = NULL;
     unsigned fence = data[0] & 1 ? EVLOOP__FENCE_SEQ_CST : EVLOOP__FENCE_MEMBARRIER;
-    if (evloop__ingress_new(&q, capacity, fence) != 0)
+    if (evloop__ingress_new(&q, capacity, fence, NULL, NULL) != 0)
         die("new failed", capacity, 0);
     m_head = m_tail = 0;
     uint32_t seq = 0;

@@ -154,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint32_t capacity = 2 + (data[0] >> 3) * 8;
     unsigned fence = data[0] & 1 ? EVLOOP__FENCE_SEQ_CST : EVLOOP__FENCE_MEMBARRIER;
     unsigned k = 2 + (data[0] >> 1) % 3;
-    if (evloop__ingress_new(&g_q, capacity, fence) != 0)
+    if (evloop__ingress_new(&g_q, capacity, fence, NULL, NULL) != 0)
         die("new failed", capacity, 0);
     memset(g_sent, 0, sizeof g_sent);
     memset(g_next, 0, sizeof g_next);

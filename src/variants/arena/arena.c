@@ -86,6 +86,8 @@ struct evloop__ingress {
     alignas(EVLOOP_CACHELINE) uint64_t id; /* unique per queue for the life of the process */
     unsigned fence;
     _Atomic uint32_t closed;
+    void (*notify)(void *); /* wakes the loop (ingress.h); may be NULL */
+    void *notify_arg;
     alignas(EVLOOP_CACHELINE) _Atomic(struct lane *) announce;
     /* The consumer's. */
     alignas(EVLOOP_CACHELINE) struct lane *work_head, *work_tail;
@@ -186,16 +188,23 @@ static struct lane *lane_new(struct evloop__ingress *q)
     return l;
 }
 
-/* At thread exit: the lane will never be pushed to again. */
+/* At thread exit: the lane will never be pushed to again. The exchange hands the lane to
+ * the consumer unless it holds it already; if it does not, the loop may have let go of it
+ * with this thread's last task still in it (its CAS lost to this exchange) and gone to
+ * sleep, so the announce is followed by a wake, as a push's is (tests/model/lanes.pml found
+ * the lost wake without it). The registry lock keeps the queue, and so its loop, alive. */
 static void lane_orphan(struct lane *l)
 {
     pthread_mutex_lock(&registry);
-    if (l->q) {
-        /* release: pairs with the acquire in reclaim_if_orphaned(); the exchange below
-         * hands the lane to the consumer unless it holds it already. */
+    struct evloop__ingress *q = l->q;
+    if (q) {
+        /* release: pairs with the acquire in reclaim_if_orphaned(). */
         atomic_store_explicit(&l->orphaned, 1, memory_order_release);
-        if (!atomic_exchange(&l->announced, 1))
-            announce_push(l->q, l);
+        if (!atomic_exchange(&l->announced, 1)) {
+            announce_push(q, l);
+            if (q->notify)
+                q->notify(q->notify_arg);
+        }
     }
     pthread_mutex_unlock(&registry);
     lane_put(l);
@@ -322,7 +331,8 @@ static inline struct lane *my_lane(struct evloop__ingress *q)
 
 /* ---- producers ---- */
 
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence)
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence,
+                        void (*notify)(void *), void *notify_arg)
 {
     size_t nseg = capacity / SEG_TASKS < 2 ? 2 : capacity / SEG_TASKS;
     struct evloop__ingress *q = aligned_alloc(EVLOOP_CACHELINE, sizeof(*q));
@@ -335,6 +345,8 @@ int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigne
     *q = (struct evloop__ingress){
         .id = atomic_fetch_add_explicit(&next_queue_id, 1, memory_order_relaxed),
         .fence = fence,
+        .notify = notify,
+        .notify_arg = notify_arg,
         .arena = arena,
         .arena_end = arena + nseg};
     pthread_mutex_init(&q->lock, NULL);

@@ -39,9 +39,14 @@ struct evloop__ingress {
     _Atomic uint64_t overflows;
 };
 
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence)
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence,
+                        void (*notify)(void *), void *notify_arg)
 {
-    (void)fence; /* the mutex orders pushes against close; notify orders the wake */
+    /* The mutex orders pushes against close; the caller's notify orders the wake; nothing
+     * is announced outside a push. */
+    (void)fence;
+    (void)notify;
+    (void)notify_arg;
     struct evloop__ingress *q = aligned_alloc(EVLOOP_CACHELINE, sizeof(*q));
     if (!q)
         return -ENOMEM;
