@@ -28,17 +28,17 @@
  *      lane is never pushed to, announced again or taken from the stack; the work list
  *      never holds a lane twice; the orphaned lane is not left where no tick will find it.
  *
- * Two fixes to arena.c as first written are in the default; each has a variant that puts
- * the original back, and spin rejects both:
- *   -DLOST_CAS_NO_DRAIN  the consumer lets go of a lane undrained when its CAS of announced
- *       (0 -> 1) fails. The winner pushes the lane on the stack; a producer then notifies,
- *       but lane_orphan() does not. Counterexample: the thread's last push reads announced
+ * Two flaws of arena.c as first written, both found by this model (the first also by
+ * tests/stress): each has a variant that puts the original back, and spin rejects both:
+ *   -DBROKEN_EXIT_NO_NOTIFY  lane_orphan() announces without a wake. The consumer lets go
+ *       of a lane undrained when its CAS of announced (0 -> 1) fails, relying on the winner
+ *       to push the lane and notify. Counterexample: the thread's last push reads announced
  *       1 (the loop holds the lane) and skips the announce; the loop settles the lane
  *       (announced = 0, probation) before seeing that tail; the thread exits: its exchange
  *       gets 0; the loop's fenced() sees the task, loses the CAS to the exchange and drops
  *       the lane; its re-check finds an empty stack and it blocks; the exit then pushes the
- *       lane without a wake. The fix: on a failed CAS, drain the lane first (its tail is
- *       final: the winning exchange came after every tail store, the failed CAS read it).
+ *       lane without a wake. The fix (arena.c): lane_orphan() calls the queue's notify (the
+ *       loop's evloop__sleep_notify) after its announce push.
  *   -DCLOSE_BUSY_BEFORE_ANNOUNCE  end_push clears busy before the announce. Counterexample:
  *       a push into a lane the loop does not hold (new, or let go) reads closed == 0, stores
  *       tail, clears busy and is about to push the lane on the stack; close sees busy == 0
@@ -46,9 +46,8 @@
  *       no held lane, and returns; the push then announces and returns 0, and its task is
  *       never run. The fix: clear busy after the announce, so once close has returned every
  *       accepted task is in a lane the loop holds or on the announce stack.
- * -DLOST_CAS_NO_DRAIN -DEXIT_NOTIFIES is the other fix for the first flaw, for where the
- *       consumer has nowhere to put tasks (_fenced()): the consumer still lets go undrained,
- *       and lane_orphan() calls evloop__sleep_notify() after its announce push: must pass.
+ * -DDRAIN_ON_LOST_CAS -DBROKEN_EXIT_NO_NOTIFY is another fix for the first flaw (drain on a
+ *       lost CAS instead of the exit's wake), for the record: must pass.
  *
  * Variants (tests/model/CMakeLists.txt runs each):
  *   (default)                       membarrier mode: must pass
@@ -62,7 +61,7 @@
  *   -DBROKEN_RECLAIM_ON_PROBATION   a probation lane found empty and orphaned is reclaimed
  *                                   without taking announced back first: the exiting thread
  *                                   then announces a reclaimed lane: must fail
- *   -DLOST_CAS_NO_DRAIN, -DCLOSE_BUSY_BEFORE_ANNOUNCE (with -DWITH_CLOSE): above, must fail
+ *   -DBROKEN_EXIT_NO_NOTIFY, -DCLOSE_BUSY_BEFORE_ANNOUNCE (with -DWITH_CLOSE): above, must fail
  * Sizes: -DNTASKS0=, -DNTASKS1=, -DBUFSZ= (defaults 2, 1, 3; 1, 1, 3 with close). */
 
 #ifndef NTASKS0
@@ -289,8 +288,8 @@ proctype Producer(byte me; byte ntasks; bool exits) {
         if
         :: old == 0 ->
             announce_push(me, me);
-#ifdef EXIT_NOTIFIES
-            light(me);                       /* the other fix: notify as a push does */
+#ifndef BROKEN_EXIT_NO_NOTIFY
+            light(me);                       /* arena.c's fix: notify as a push does */
             load(me, SLEEPW, sw);
             notify(me, sw, old)
 #else
@@ -339,12 +338,12 @@ inline reclaim_if_orphaned(l, ok) {
 }
 
 /* The consumer lost the CAS on `announced`: whoever won pushes the lane on the announce
- * stack. A producer then notifies; lane_orphan() does not, so the loop may sleep with the
- * lane's last tasks in it. The fix: drain what is there before letting go (the winner's
- * exchange released every tail store the lane will ever get, and the failed CAS read it).
- * -DLOST_CAS_NO_DRAIN is arena.c as first written: the lane is dropped undrained. */
+ * stack and then notifies (a push, and lane_orphan() since arena.c's fix), so the lane is
+ * dropped undrained, as arena.c does. -DDRAIN_ON_LOST_CAS is the other possible fix: drain
+ * what is there before letting go (the winner's exchange released every tail store the
+ * lane will ever get, and the failed CAS read it). */
 inline let_go(l) {
-#ifndef LOST_CAS_NO_DRAIN
+#ifdef DRAIN_ON_LOST_CAS
     t = mem[TAIL(l)];
     assert(t >= head[l]);
     head[l] = t;
