@@ -186,12 +186,17 @@ EVLOOP_API int evloop_io_remove(evloop *loop, int fd);
  * socket reported (-ECONNRESET, -EPIPE, ...). The buffer stays the caller's and must stay
  * valid (and, for recv, untouched) until the callback runs.
  * Per fd at most one accept and one recv may be pending, plus any number of sends, which
- * are written and complete in order. An op is pending from the call until its callback
- * runs. An fd watched with evloop_io_add() cannot have operations and the other way round:
- * the refused call returns -EBUSY. The fd stays the caller's (evloop never closes it); close
- * it when no operation is pending on it (in or after its last callback), and do not close it
- * and post operations on a new fd that reuses its number inside one and the same callback
- * of one of its operations: finish that callback first.
+ * are written and complete in order; an operation is pending from the call until it
+ * completes (a new recv may be posted from the previous one's callback). An fd watched with
+ * evloop_io_add() cannot have pending operations and the other way round: the refused call
+ * returns -EBUSY. The fd stays the caller's (evloop never closes it): close it when nothing
+ * is pending on it, in or after its last callback. Two limits where a backend emulates the
+ * operations with readiness (epoll, kqueue): right after an fd's last callback returns,
+ * evloop drops its registration (an epoll_ctl on a number that callback may have closed:
+ * harmless, but ThreadSanitizer reports it if another thread opens fds meanwhile; closing
+ * from a task avoids it); and an fd closed inside that callback must not be replaced, within
+ * the same callback, by a new fd of the same number that gets operations (the loop would
+ * take it for the old one).
  * Threads: any thread. From the loop thread the operation starts inside the call (a recv on
  * a socket that has data completes without waiting for readiness; its callback still runs
  * after the call has returned). From another thread (or before evloop_run) the call checks

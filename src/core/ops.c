@@ -352,13 +352,20 @@ static int link_op(evloop *loop, struct evloop__op *op, struct evloop__ofd **out
     if (f && ((op->kind == EVLOOP__OP_ACCEPT && f->accept) ||
               (op->kind == EVLOOP__OP_RECV && f->recv)))
         return -EBUSY;
+    /* From another thread, an fd whose ops have all completed (callbacks may still be
+     * due) may already be a new file under the same number: checked as a first op, and its
+     * emulated registration, which may belong to the closed file, is dropped. */
+    bool first = !f || f->pending == 0;
+    bool unsure = !first && !has_linked(f) && !evloop__on_loop_thread(loop);
     int r = 0;
     /* Checked before the table grows, so a wild fd number allocates nothing. */
-    if ((!f || f->pending == 0) && (r = check_socket(op->fd, op->kind)) < 0)
+    if ((first || unsure) && (r = check_socket(op->fd, op->kind)) < 0)
         return r;
     if ((r = reserve(o, op->fd)) < 0)
         return r;
     f = &o->fds[op->fd];
+    if (unsure && o->native < 0)
+        evloop__emu_settle(loop, f, op->fd);
     native(loop);
     if (op->kind == EVLOOP__OP_ACCEPT) {
         f->accept = op;
@@ -590,7 +597,9 @@ int evloop__ops_claim_fd(evloop *loop, int fd)
     struct evloop__ofd *f = ofd_of(loop, fd);
     if (!f)
         return 0;
-    if (f->pending > 0)
+    /* Ops that have completed do not hold the fd, even if their callbacks are still due:
+     * the number may already name a new file (closed in such a callback, reopened). */
+    if (has_linked(f))
         return -EBUSY;
     if (loop->ops.native < 0)
         evloop__emu_settle(loop, f, fd);

@@ -1,0 +1,468 @@
+/* Completion operations under load: an echo server built only on evloop_accept/recv/send
+ * serves client threads that open, use and close loopback TCP connections (some close
+ * first, some are closed by the server, some reset), then a cancel storm from another
+ * thread, then a stop at a random moment under load. Checks: every op posted gets exactly
+ * one callback (posted == completed), every accepted connection is freed once, every echo
+ * comes back intact, evloop_run returns 0; ASan/LSan and valgrind see no leak. The clients
+ * run in a child process: the server closes connections inside their last callback, and the
+ * fds the clients open must not reuse those numbers in this process (see evloop.h).
+ * Figure (issue 12): 10,000 connections opened and closed (EVLOOP_LONG=1: 100,000 plain). */
+#include "stress_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#define CLIENTS 2
+#define MSG_MAX 200
+
+/* ---- the server (loop thread) --------------------------------------------------------- */
+
+struct server {
+    evloop *loop;
+    int lfd;
+    unsigned close_every; /* the server closes a connection after this many echoes (0: never) */
+    test_counter posted, completed, accepted, freed, echoes, errors;
+    test_counter accept_errors;
+    atomic_bool stopping;
+};
+
+struct conn {
+    struct server *srv;
+    int fd;
+    unsigned echoes;
+    char buf[MSG_MAX];
+};
+
+static void on_recv(void *arg, int fd, int64_t res);
+static void on_accept(void *arg, int fd, int64_t res);
+
+static void count_post(struct server *s, int rc)
+{
+    if (rc == 0)
+        atomic_fetch_add(&s->posted, 1);
+}
+
+static void conn_free(struct conn *c)
+{
+    close(c->fd);
+    atomic_fetch_add(&c->srv->freed, 1);
+    free(c);
+}
+
+static void post_recv(struct conn *c)
+{
+    int rc = evloop_recv(c->srv->loop, c->fd, c->buf, sizeof c->buf, on_recv, c);
+    count_post(c->srv, rc);
+    if (rc < 0) {
+        CHECK(rc == -ESHUTDOWN);
+        conn_free(c);
+    }
+}
+
+static void on_sent(void *arg, int fd, int64_t res)
+{
+    (void)fd;
+    struct conn *c = arg;
+    atomic_fetch_add(&c->srv->completed, 1);
+    if (res < 0) {
+        CHECK(res == -ECANCELED || res == -EPIPE || res == -ECONNRESET);
+        conn_free(c);
+        return;
+    }
+    atomic_fetch_add(&c->srv->echoes, 1);
+    if (c->srv->close_every && ++c->echoes >= c->srv->close_every) {
+        conn_free(c); /* the server closes first */
+        return;
+    }
+    post_recv(c);
+}
+
+static void on_recv(void *arg, int fd, int64_t res)
+{
+    struct conn *c = arg;
+    atomic_fetch_add(&c->srv->completed, 1);
+    if (res <= 0) {
+        CHECK(res == 0 || res == -ECANCELED || res == -ECONNRESET);
+        conn_free(c);
+        return;
+    }
+    CHECK(res <= (int64_t)sizeof c->buf);
+    int rc = evloop_send(c->srv->loop, fd, c->buf, (size_t)res, on_sent, c);
+    count_post(c->srv, rc);
+    if (rc < 0) {
+        CHECK(rc == -ESHUTDOWN);
+        conn_free(c);
+    }
+}
+
+static void post_accept(struct server *s)
+{
+    int rc = evloop_accept(s->loop, s->lfd, on_accept, s);
+    count_post(s, rc);
+    CHECK(rc == 0 || rc == -ESHUTDOWN);
+}
+
+static void on_accept(void *arg, int lfd, int64_t res)
+{
+    (void)lfd;
+    struct server *s = arg;
+    atomic_fetch_add(&s->completed, 1);
+    if (res == -ECANCELED)
+        return;
+    if (res < 0) {
+        atomic_fetch_add(&s->accept_errors, 1); /* EMFILE and the like: try again */
+    } else {
+        struct conn *c = calloc(1, sizeof *c);
+        CHECK(c != NULL);
+        c->srv = s;
+        c->fd = (int)res;
+        CHECK(fcntl(c->fd, F_GETFL) & O_NONBLOCK);
+        atomic_fetch_add(&s->accepted, 1);
+        post_recv(c);
+    }
+    post_accept(s);
+}
+
+static int listener(struct sockaddr_in *addr)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)addr, sizeof *addr), 0);
+    socklen_t len = sizeof *addr;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)addr, &len), 0);
+    assert_int_equal(listen(fd, 1024), 0);
+    return fd;
+}
+
+static void server_init(struct server *s, evloop *loop, unsigned close_every)
+{
+    memset(s, 0, sizeof *s);
+    s->loop = loop;
+    s->close_every = close_every;
+}
+
+/* ---- clients (their own threads) --------------------------------------------------------- */
+
+struct client {
+    struct sockaddr_in addr;
+    uint64_t conns;   /* to open */
+    uint64_t rng;
+    uint64_t done;    /* opened and closed */
+    uint64_t bad;     /* echoes that came back wrong */
+    uint64_t refused; /* connects or echoes that failed though the server was still on */
+    unsigned server_closes; /* the server closes after this many echoes (0: never) */
+    atomic_bool *quit;
+};
+
+static bool echo_once(int fd, uint64_t *rng, uint64_t *bad)
+{
+    char out[MSG_MAX], in[MSG_MAX];
+    size_t n = 1 + stress_below(rng, MSG_MAX);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)stress_rand(rng);
+    if (write(fd, out, n) != (ssize_t)n)
+        return false;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, in + got, n - got);
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    if (memcmp(in, out, n) != 0)
+        (*bad)++;
+    return true;
+}
+
+/* One connection: a few echoes, then one of: close, reset (SO_LINGER 0), or wait for the
+ * server's close (it closes after close_every echoes). */
+static void *client_main(void *arg)
+{
+    struct client *cl = arg;
+    for (uint64_t i = 0; i < cl->conns && !(cl->quit && atomic_load(cl->quit)); i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&cl->addr, sizeof cl->addr) < 0) {
+            cl->refused++;
+            if (fd >= 0)
+                close(fd);
+            if (cl->quit)
+                stress_nap_ns(100000);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        unsigned echoes = 1 + (unsigned)stress_below(&cl->rng, 3);
+        bool ok = true;
+        unsigned e = 0;
+        for (; e < echoes && ok; e++)
+            ok = echo_once(fd, &cl->rng, &cl->bad);
+        /* An echo after the server closed its side fails, as it should. */
+        if (!ok && !(cl->server_closes && e > cl->server_closes))
+            cl->refused++;
+        if (stress_below(&cl->rng, 8) == 0) {
+            struct linger lg = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        }
+        close(fd);
+        cl->done++;
+    }
+    return NULL;
+}
+
+/* ---- the clients' process ---------------------------------------------------------------- */
+
+struct client_report {
+    uint64_t done, bad, refused;
+};
+
+struct clients {
+    pid_t pid;
+    int quit_w;   /* closed by the parent: clients with endless conns stop */
+    int report_r; /* the child's struct client_report */
+};
+
+/* Forks a process running CLIENTS client threads against addr. Call before this process
+ * starts a thread (the loop's included). conns per client, UINT64_MAX: until told to quit. */
+static void clients_start(struct clients *c, const struct sockaddr_in *addr, uint64_t conns,
+                          unsigned server_closes, uint64_t seed, int lfd)
+{
+    int q[2], rep[2];
+    assert_int_equal(pipe2(q, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(rep, O_CLOEXEC), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(lfd);
+        close(q[1]);
+        close(rep[0]);
+        atomic_bool quit = false;
+        struct client cl[CLIENTS];
+        pthread_t t[CLIENTS];
+        for (int i = 0; i < CLIENTS; i++) {
+            cl[i] = (struct client){.addr = *addr, .conns = conns, .rng = seed + (uint64_t)i * 7919,
+                                    .server_closes = server_closes,
+                                    .quit = conns == UINT64_MAX ? &quit : NULL};
+            if (pthread_create(&t[i], NULL, client_main, &cl[i]) != 0)
+                _exit(2);
+        }
+        char b;
+        if (conns == UINT64_MAX)
+            while (read(q[0], &b, 1) > 0)
+                ;
+        atomic_store(&quit, true);
+        struct client_report r = {0, 0, 0};
+        for (int i = 0; i < CLIENTS; i++) {
+            pthread_join(t[i], NULL);
+            r.done += cl[i].done;
+            r.bad += cl[i].bad;
+            r.refused += cl[i].refused;
+        }
+        _exit(write(rep[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 3);
+    }
+    close(q[0]);
+    close(rep[1]);
+    *c = (struct clients){pid, q[1], rep[0]};
+}
+
+static struct client_report clients_finish(struct clients *c)
+{
+    close(c->quit_w);
+    struct client_report r = {0, 0, UINT64_MAX};
+    ssize_t n = read(c->report_r, &r, sizeof r);
+    close(c->report_r);
+    int status = 0;
+    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(n, sizeof r);
+    return r;
+}
+
+static bool all_freed(void *ctx)
+{
+    struct server *s = ctx;
+    return atomic_load(&s->freed) == atomic_load(&s->accepted);
+}
+
+/* ---- tests --------------------------------------------------------------------------------- */
+
+static void test_connections_open_echo_and_close_under_load_each_op_once(void **state)
+{
+    (void)state;
+    uint64_t n = stress_size("connections", (struct stress_sizes){10000, 10000, 2000, 100000,
+                                                                 10000, 10000});
+    struct server s;
+    struct sockaddr_in addr;
+    int lfd = listener(&addr);
+    struct clients kids;
+    clients_start(&kids, &addr, n / CLIENTS, 2, stress_seed(), lfd);
+    evloop *loop = test_loop_new(NULL);
+    server_init(&s, loop, 2);
+    s.lfd = lfd;
+    post_accept(&s); /* from this thread, before the loop runs */
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    struct client_report rep = clients_finish(&kids);
+    uint64_t done = rep.done, bad = rep.bad, refused = rep.refused;
+    assert_true(wait_until(all_freed, &s, 30000));
+    test_runner_stop(&r); /* the pending accept ends with -ECANCELED */
+    printf("# %llu connections, %llu accepted, %llu echoes, %llu client errors, "
+           "%llu accept errors\n", (unsigned long long)done,
+           (unsigned long long)atomic_load(&s.accepted), (unsigned long long)atomic_load(&s.echoes),
+           (unsigned long long)refused, (unsigned long long)atomic_load(&s.accept_errors));
+    assert_int_equal(done, n / CLIENTS * CLIENTS);
+    assert_int_equal(bad, 0);
+    assert_int_equal(refused, 0);
+    assert_int_equal(atomic_load(&s.accepted), done);
+    assert_int_equal(atomic_load(&s.freed), atomic_load(&s.accepted));
+    assert_int_equal(atomic_load(&s.completed), atomic_load(&s.posted));
+    test_loop_free(loop);
+    close(s.lfd);
+}
+
+/* ---- a cancel storm ---------------------------------------------------------------------- */
+
+#define STORM_FDS 32
+
+struct storm {
+    evloop *loop;
+    int s[STORM_FDS][2];
+    char buf[STORM_FDS][8];
+    test_counter posted, completed, cancelled, data;
+    atomic_bool quit;
+};
+
+static struct storm g_storm;
+
+static void storm_recv(void *arg, int fd, int64_t res);
+
+static void storm_post(int i)
+{
+    struct storm *st = &g_storm;
+    int rc = evloop_recv(st->loop, st->s[i][0], st->buf[i], sizeof st->buf[i], storm_recv,
+                         (void *)(intptr_t)i);
+    CHECK(rc == 0 || rc == -ESHUTDOWN);
+    if (rc == 0)
+        atomic_fetch_add(&st->posted, 1);
+}
+
+static void storm_recv(void *arg, int fd, int64_t res)
+{
+    (void)fd;
+    struct storm *st = &g_storm;
+    atomic_fetch_add(&st->completed, 1);
+    CHECK(res > 0 || res == -ECANCELED);
+    atomic_fetch_add(res > 0 ? &st->data : &st->cancelled, 1);
+    storm_post((int)(intptr_t)arg); /* again, until the stop refuses it */
+}
+
+static void *storm_writer(void *arg)
+{
+    (void)arg;
+    uint64_t rng = stress_seed() ^ 0x5555;
+    while (!atomic_load(&g_storm.quit)) {
+        int i = (int)stress_below(&rng, STORM_FDS);
+        char c = 'x';
+        if (write(g_storm.s[i][1], &c, 1) < 0)
+            stress_nap_ns(10000); /* the peer's buffer is full: let the loop read */
+    }
+    return NULL;
+}
+
+static void test_cancel_storm_from_another_thread_ends_each_recv_once(void **state)
+{
+    (void)state;
+    uint64_t n = stress_size("cancels", (struct stress_sizes){20000, 10000, 2000, 200000,
+                                                             50000, 20000});
+    struct storm *st = &g_storm;
+    memset(st, 0, sizeof *st);
+    st->loop = test_loop_new(NULL);
+    for (int i = 0; i < STORM_FDS; i++) {
+        test_socketpair(st->s[i]);
+        storm_post(i);
+    }
+    struct test_runner r;
+    test_runner_start(&r, st->loop);
+    pthread_t w;
+    assert_int_equal(pthread_create(&w, NULL, storm_writer, NULL), 0);
+    uint64_t rng = stress_seed();
+    uint64_t ok = 0;
+    /* n cancels, and until the loop has ended n / 8 recvs (data or cancelled), so the
+     * cancels race the loop rather than pile up on ops it has not reached. */
+    uint64_t k = 0, deadline = stress_now_ns() + 30000000000u;
+    while ((k < n || atomic_load(&st->completed) < n / 8) && stress_now_ns() < deadline) {
+        int rc = evloop_op_cancel(st->loop, st->s[stress_below(&rng, STORM_FDS)][0]);
+        CHECK(rc == 0 || rc == -ENOENT);
+        ok += rc == 0;
+        if ((++k & 15) == 0)
+            stress_nap_ns(1000);
+    }
+    n = k;
+    atomic_store(&st->quit, true);
+    pthread_join(w, NULL);
+    test_runner_stop(&r); /* the recvs pending now end with -ECANCELED, reposts refused */
+    printf("# %llu cancels (%llu found ops), %llu recvs: %llu with data, %llu cancelled\n",
+           (unsigned long long)n, (unsigned long long)ok,
+           (unsigned long long)atomic_load(&st->completed),
+           (unsigned long long)atomic_load(&st->data),
+           (unsigned long long)atomic_load(&st->cancelled));
+    assert_int_equal(atomic_load(&st->completed), atomic_load(&st->posted));
+    test_loop_free(st->loop);
+    for (int i = 0; i < STORM_FDS; i++) {
+        close(st->s[i][0]);
+        close(st->s[i][1]);
+    }
+}
+
+/* ---- stop under load -------------------------------------------------------------------- */
+
+static void test_stop_at_a_random_moment_under_load_ends_every_op_once(void **state)
+{
+    (void)state;
+    uint64_t rounds = stress_size("stop rounds", (struct stress_sizes){20, 10, 4, 200, 50, 20});
+    uint64_t rng = stress_seed() ^ 0xabcdef;
+    for (uint64_t round = 0; round < rounds; round++) {
+        struct server s;
+        struct sockaddr_in addr;
+        int lfd = listener(&addr);
+        struct clients kids;
+        clients_start(&kids, &addr, UINT64_MAX, 0, rng + round, lfd);
+        evloop *loop = test_loop_new(NULL);
+        server_init(&s, loop, 0); /* the server never closes first: connections stay busy */
+        s.lfd = lfd;
+        struct test_runner r;
+        test_runner_start(&r, loop);
+        post_accept(&s);
+        stress_nap_ns((long)(1000000 + stress_below(&rng, 20000000)));
+        test_runner_stop(&r);
+        /* run has returned: every op posted had its one callback; every connection is freed */
+        assert_int_equal(atomic_load(&s.completed), atomic_load(&s.posted));
+        assert_int_equal(atomic_load(&s.freed), atomic_load(&s.accepted));
+        close(s.lfd); /* clients connecting now are refused */
+        struct client_report rep = clients_finish(&kids);
+        assert_int_equal(rep.bad, 0);
+        test_loop_free(loop);
+    }
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_connections_open_echo_and_close_under_load_each_op_once),
+        cmocka_unit_test(test_cancel_storm_from_another_thread_ends_each_recv_once),
+        cmocka_unit_test(test_stop_at_a_random_moment_under_load_ends_every_op_once),
+    };
+    test_require_backend();
+    return cmocka_run_group_tests_name("stress_ops", tests, NULL, NULL);
+}
