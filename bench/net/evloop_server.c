@@ -79,7 +79,7 @@ int evloop_server_main(int argc, char **argv, const struct evloop_glue *glue)
     char what[64];
     snprintf(what, sizeof(what), "evloop-%s/%s %s", evloop_ingress(), evloop_backend(loop),
              glue->kind);
-    net_ready(what, o.port);
+    net_ready(what, net_local_port(lfd));
     r = evloop_run(loop);
     /* The loop goes first: nothing of it (an operation in flight in the kernel) may still
      * use a connection's buffer when finish frees it. */

@@ -25,7 +25,7 @@ int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
         if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
             char *end;
             long p = strtol(argv[++i], &end, 10);
-            if (*end || p <= 0 || p > 65535)
+            if (*end || p < 0 || p > 65535)
                 goto usage;
             o->port = (int)p;
         } else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
@@ -57,6 +57,15 @@ int net_listen(int port)
         return r;
     }
     return fd;
+}
+
+int net_local_port(int fd)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+        return -errno;
+    return ntohs(sa.sin_port);
 }
 
 void net_nodelay(int fd)

@@ -10,7 +10,7 @@
 #define NET_BACKLOG 4096
 
 struct net_opts {
-    int port;            /* --port N (default 8080) */
+    int port;            /* --port N (default 8080; 0: any free port, announced by "ready") */
     const char *backend; /* --backend NAME (evloop servers; NULL: "auto") */
 };
 
@@ -19,8 +19,12 @@ struct net_opts {
  * to a connection the client has closed must fail, not kill. */
 int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o);
 
-/* A non-blocking, close-on-exec TCP socket listening on 127.0.0.1:port, or -errno. */
+/* A non-blocking, close-on-exec TCP socket listening on 127.0.0.1:port (0: a free port the
+ * kernel picks), or -errno. */
 int net_listen(int port);
+
+/* The local port fd is bound to, or -errno. */
+int net_local_port(int fd);
 
 /* Accepts one connection as a non-blocking, close-on-exec socket with TCP_NODELAY.
  * Returns the fd, or -errno (-EAGAIN: none left). */
@@ -29,7 +33,7 @@ int net_accept(int lfd);
 /* Sets TCP_NODELAY on fd (every server sends each response batch in one write). */
 void net_nodelay(int fd);
 
-/* Prints "ready" (what run_net.py waits for) with what the server is, and flushes. */
+/* Prints "ready <what> 127.0.0.1:<port>" (what run_net.py waits for), and flushes. */
 void net_ready(const char *what, int port);
 
 /* Prints the server's count of requests on stderr when it exits. */

@@ -127,6 +127,7 @@ class Server:
         self.err = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(prefix + [binary, "--port", str(port)] + args,
                                      stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.port = None
         self.ready = self._wait_ready(10.0)
 
     def _wait_ready(self, timeout):
@@ -140,19 +141,24 @@ class Server:
             if not line:
                 break  # exited
             if line.startswith("ready"):
+                # "ready <what> 127.0.0.1:<port>": the port is the one it got (--port 0).
+                m = re.search(r":(\d+)\s*$", line)
+                self.port = int(m.group(1)) if m else None
                 return line.split(None, 1)[1].strip() if " " in line else "ready"
         return None
 
     def stop(self):
         """SIGTERM, then the server's CPU seconds, exit status and stderr."""
-        if self.proc.poll() is None:
+        if self.proc.poll() is not None:
+            ru = None  # it had exited already (and poll() reaped it)
+        else:
             self.proc.send_signal(signal.SIGTERM)
-        got = wait_reap(self.proc.pid, 10.0)
-        if got is None:
-            self.proc.kill()
-            got = wait_reap(self.proc.pid, 5.0) or (-9, None)
-        status, ru = got
-        self.proc.returncode = os.waitstatus_to_exitcode(status) if status != -9 else -9
+            got = wait_reap(self.proc.pid, 10.0)
+            if got is None:
+                self.proc.kill()
+                got = wait_reap(self.proc.pid, 5.0)
+            status, ru = got if got else (None, None)
+            self.proc.returncode = os.waitstatus_to_exitcode(status) if got else -9
         self.err.seek(0)
         text = self.err.read()
         self.err.close()
@@ -220,14 +226,14 @@ def run_one(build, system, case, duration, port, pins):
     started = time.monotonic()
     srv = Server(os.path.join(build, binary), args + (["--echo"] if echo else []), port,
                  pins[0])
-    if not srv.ready:
+    if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         run["error"] = f"did not start (exit {rc}): {err.strip()[-300:]}"
         return run
     run["server"] = srv.ready
     client_started = time.monotonic()
     kids1 = children_cpu()
-    client = subprocess.Popen(pins[1] + client_command(build, case, duration, port),
+    client = subprocess.Popen(pins[1] + client_command(build, case, duration, srv.port),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = client.communicate(timeout=duration + 30)
@@ -264,14 +270,14 @@ def check_server(build, system, port, pins):
     import socket
     binary, args, _ = SYSTEMS[system]
     srv = Server(os.path.join(build, binary), args, port, pins[0])
-    if not srv.ready:
+    if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         return f"did not start (exit {rc}): {err.strip()[-300:]}"
     req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
     pieces = [req * 2 + req[:7], req[7:] + req[:-1], b"\n" + req[:-2], b"\r", b"\n"]
     why = None
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
             got = b""
             for i, piece in enumerate(pieces):
                 sock.sendall(piece)
@@ -731,7 +737,8 @@ def main():
     ap.add_argument("--echo-sizes", default="1,4096", help="echo: message sizes, bytes")
     ap.add_argument("--systems", default=",".join(SYSTEMS),
                     help="comma-separated, of: " + ", ".join(SYSTEMS))
-    ap.add_argument("--port", type=int, default=18380)
+    ap.add_argument("--port", type=int, default=0,
+                    help="the servers' port (default 0: a free one each run)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--out", help="results folder (default bench/results/net, or "

@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     ev_signal_start(loop, &sigterm);
     ev_signal_start(loop, &sigint);
 
-    net_ready("libev ev_io", o.port);
+    net_ready("libev ev_io", net_local_port(lfd));
     ev_run(loop, 0);
 
     conn_table_close_all(&g_conns, stop_and_free_conn);

@@ -3,6 +3,7 @@
  * uv_write of the queued responses (one write in flight per connection; responses that
  * arrive meanwhile wait in http_conn's output and go out with the next). Around the same
  * http_conn as the other servers. SIGTERM/SIGINT: uv_signal, uv_stop. */
+#include <arpa/inet.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -154,7 +155,9 @@ int main(int argc, char **argv)
     uv_signal_start(&sigterm, on_signal, SIGTERM);
     uv_signal_start(&sigint, on_signal, SIGINT);
 
-    net_ready("libuv uv_tcp", o.port);
+    int namelen = sizeof(addr);
+    uv_tcp_getsockname(&server, (struct sockaddr *)&addr, &namelen);
+    net_ready("libuv uv_tcp", ntohs(addr.sin_port));
     uv_run(&loop, UV_RUN_DEFAULT);
 
     uv_walk(&loop, close_any, &server);
