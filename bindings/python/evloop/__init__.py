@@ -39,7 +39,7 @@ __all__ = [
     "WRITABLE",
 ]
 
-__version__ = "0.1.0"
+__version__: str = _arena.version()  # the C library's, "MAJOR.MINOR.PATCH"
 
 _PathLike = Union[str, "os.PathLike[str]"]
 

@@ -104,6 +104,20 @@ class Loop:
         """Stops watching fd for reading; True if a reader was registered."""
     def remove_writer(self, fd: FileDescriptorLike) -> bool:
         """Stops watching fd for writing; True if a writer was registered."""
+    def sock_accept(self, sock: FileDescriptorLike,
+                    callback: Callable[[Any, Optional[OSError]], object]) -> None:
+        """Accepts one connection: callback((conn, address), None) or (None, error)."""
+    def sock_recv(self, sock: FileDescriptorLike, nbytes: int,
+                  callback: Callable[[Optional[bytes], Optional[OSError]], object]) -> None:
+        """Receives up to nbytes: callback(data, None), b"" at EOF; or (None, error)."""
+    def sock_recv_into(self, sock: FileDescriptorLike, buf: Any,
+                       callback: Callable[[Optional[int], Optional[OSError]], object]) -> None:
+        """Receives into buf: callback(nbytes, None) or (None, error)."""
+    def sock_sendall(self, sock: FileDescriptorLike, data: Any,
+                     callback: Callable[[None, Optional[OSError]], object]) -> None:
+        """Sends all of data: callback(None, None) or (None, error)."""
+    def sock_cancel(self, sock: FileDescriptorLike) -> bool:
+        """Cancels the operations pending on sock (ECANCELED); False if none was."""
     def run(self) -> None:
         """Runs the loop on this thread until stop(); Ctrl-C on the main thread stops it."""
     def run_in_thread(self, name: Optional[str] = None) -> threading.Thread:
@@ -132,6 +146,9 @@ class Loop:
     @property
     def variant(self) -> str:
         """The ingress variant: "arena" or "chunk"."""
+    @property
+    def version(self) -> str:
+        """The C library's version (evloop_version)."""
     def __enter__(self) -> "Loop": ...
     def __exit__(
         self,

@@ -15,6 +15,7 @@ import functools
 import math
 import os
 import signal
+import socket
 import threading
 import weakref
 from types import TracebackType
@@ -378,6 +379,72 @@ class Loop:
         """Stops watching fd for writing; True if a writer was registered."""
         return self._remove_io(1, fd)
 
+    # ------------------------------------------------------------------ sockets
+    #
+    # The completion operations (evloop_accept, evloop_recv, evloop_send): each call starts
+    # one and returns; callback(result, error) runs once on the loop thread when it is done,
+    # error None or an OSError (errno ECANCELED after sock_cancel() or stop()). Per socket at
+    # most one accept and one recv may be pending, plus any number of sends, done in order;
+    # a socket watched with add_reader/add_writer cannot have operations (evloop.Error EBUSY).
+    # The socket stays yours: close it once nothing is pending on it. Any thread.
+
+    def _op(self, start: Callable[..., None], sock: FileDescriptorLike,
+            callback: Callable[[Any, Optional[OSError]], object], done: Callable[[int], Any],
+            *buf: Any) -> None:
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        report = self._report
+
+        def complete(fd: int, res: int) -> None:
+            if res < 0:
+                _call(report, callback, (None, OSError(-res, os.strerror(-res))))
+            else:
+                _call(report, callback, (done(res), None))
+
+        start(_fileno(sock), *buf, complete)
+
+    def sock_accept(self, sock: FileDescriptorLike,
+                    callback: Callable[[Any, Optional[OSError]], object]) -> None:
+        """Accepts one connection on the listening socket sock: callback((conn, address),
+        None), conn a non-blocking socket.socket. Call again for the next one."""
+        def done(fd: int) -> Tuple[socket.socket, Any]:
+            conn = socket.socket(fileno=fd)
+            conn.setblocking(False)  # as the fd is; Python's own flag would say blocking
+            try:
+                return conn, conn.getpeername()
+            except OSError:
+                return conn, None
+
+        self._op(self._c.accept, sock, callback, done)
+
+    def sock_recv(self, sock: FileDescriptorLike, nbytes: int,
+                  callback: Callable[[Optional[bytes], Optional[OSError]], object]) -> None:
+        """Receives up to nbytes: callback(data, None), data b"" when the peer has closed."""
+        buf = bytearray(nbytes)
+
+        def done(n: int) -> bytes:
+            del buf[n:]
+            return bytes(buf)
+
+        self._op(self._c.recv, sock, callback, done, buf)
+
+    def sock_recv_into(self, sock: FileDescriptorLike, buf: Any,
+                       callback: Callable[[Optional[int], Optional[OSError]], object]) -> None:
+        """Receives into buf (a writable buffer, which must not be resized meanwhile):
+        callback(nbytes, None), 0 when the peer has closed."""
+        self._op(self._c.recv, sock, callback, lambda n: n, buf)
+
+    def sock_sendall(self, sock: FileDescriptorLike, data: Any,
+                     callback: Callable[[None, Optional[OSError]], object]) -> None:
+        """Sends all of data (a bytes-like object, held until done): callback(None, None)
+        once all is sent. Sends on one socket complete in the order they were started."""
+        self._op(self._c.send, sock, callback, lambda n: None, data)
+
+    def sock_cancel(self, sock: FileDescriptorLike) -> bool:
+        """Cancels the operations pending on sock: each callback gets an OSError (ECANCELED).
+        False if none was pending. Any thread."""
+        return bool(self._c.op_cancel(_fileno(sock)))
+
     # ------------------------------------------------------------------ running
 
     def run(self) -> None:
@@ -508,6 +575,11 @@ class Loop:
     def closed(self) -> bool:
         """True after close()."""
         return bool(self._c.closed)
+
+    @property
+    def version(self) -> str:
+        """The C library's version (evloop_version), also ``evloop.__version__``."""
+        return str(self._mod.version())
 
     def _live_timers(self) -> int:
         return int(self._c._live_timers())

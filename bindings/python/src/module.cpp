@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <memory>
 #include <cerrno>
 #include <cstdint>
 #include <optional>
@@ -167,6 +168,7 @@ PyObject *pack_task(PyObject *fn, PyObject *const *args, Py_ssize_t n, evloop_cb
 
 void timer_trampoline(void *key);
 void io_trampoline(void *arg, int fd, unsigned events);
+void op_trampoline(void *arg, int fd, int64_t res);
 
 class RawLoop {
 public:
@@ -320,6 +322,22 @@ public:
         return r == 0;
     }
 
+    // Completion operations: fn(fd, res) runs once on the loop thread (res: the accepted fd,
+    // the bytes read or sent, or a negative errno, -ECANCELED after op_cancel or stop).
+    void accept(int fd, py::object fn) { start_op(fn, py::none(), 0, fd); }
+    void recv(int fd, py::object buf, py::object fn) { start_op(fn, buf, PyBUF_WRITABLE, fd); }
+    void send(int fd, py::object buf, py::object fn) { start_op(fn, buf, PyBUF_SIMPLE, fd); }
+
+    bool op_cancel(int fd)
+    {
+        int r = evloop_op_cancel(get(), fd);
+        if (r != -ENOENT)
+            check(r, "op_cancel");
+        return r == 0;
+    }
+
+    bool on_loop_thread() const { return evloop_on_loop_thread(loop_); }
+
     // With the GIL and the exception a callback fn raised: on_error(exc, fn). Without
     // on_error, or for what on_error raises, the loop stops and run() (or free()) raises it.
     void report(PyObject *fn)
@@ -363,6 +381,8 @@ private:
         py::object fn;
         bool once = false;
     };
+
+    void start_op(py::object fn, py::object buf, int flags, int fd);
 
     void fatal(py::error_already_set e)
     {
@@ -435,11 +455,10 @@ void timer_trampoline(void *key)
     tls_ctx->loop->fire_timer(reinterpret_cast<uint64_t>(key));
 }
 
-void io_trampoline(void *arg, int fd, unsigned events)
+// fn(fd, n) with the GIL held; takes a reference to fn (the call may drop the other ones).
+void call_fd_int(PyObject *fn, int fd, PyObject *n)
 {
-    CallbackGil gil;
-    PyObject *fn = Py_NewRef(static_cast<PyObject *>(arg)); // it may remove its own fd
-    PyObject *a[2] = {PyLong_FromLong(fd), PyLong_FromUnsignedLong(events)};
+    PyObject *a[2] = {PyLong_FromLong(fd), n};
     PyObject *r = a[0] && a[1] ? PyObject_Vectorcall(fn, a, 2, nullptr) : nullptr;
     Py_XDECREF(a[0]);
     Py_XDECREF(a[1]);
@@ -448,6 +467,50 @@ void io_trampoline(void *arg, int fd, unsigned events)
     else
         report(fn);
     Py_DECREF(fn);
+}
+
+void io_trampoline(void *arg, int fd, unsigned events)
+{
+    CallbackGil gil;
+    call_fd_int(Py_NewRef(static_cast<PyObject *>(arg)), fd, PyLong_FromUnsignedLong(events));
+}
+
+// A completion operation's C arg: the callable, and the buffer it reads into or sends from,
+// held until its one callback; released before the call, which may use the buffer again.
+struct Op {
+    py::object fn;
+    Py_buffer view{};
+    ~Op()
+    {
+        if (view.obj)
+            PyBuffer_Release(&view);
+    }
+};
+
+void op_trampoline(void *arg, int fd, int64_t res)
+{
+    CallbackGil gil;
+    PyObject *fn = static_cast<Op *>(arg)->fn.release().ptr();
+    delete static_cast<Op *>(arg);
+    call_fd_int(fn, fd, PyLong_FromLongLong(res));
+}
+
+void RawLoop::start_op(py::object fn, py::object buf, int flags, int fd)
+{
+    evloop *l = get();
+    if (!PyCallable_Check(fn.ptr()))
+        throw py::type_error("callback must be callable");
+    auto op = std::make_unique<Op>();
+    op->fn = std::move(fn);
+    if (!buf.is_none() && PyObject_GetBuffer(buf.ptr(), &op->view, flags) < 0)
+        throw py::error_already_set();
+    void *data = op->view.buf;
+    size_t len = size_t(op->view.len);
+    int r = buf.is_none() ? evloop_accept(l, fd, op_trampoline, op.get())
+            : flags & PyBUF_WRITABLE ? evloop_recv(l, fd, data, len, op_trampoline, op.get())
+                                     : evloop_send(l, fd, data, len, op_trampoline, op.get());
+    check(r, buf.is_none() ? "accept" : flags & PyBUF_WRITABLE ? "recv" : "send");
+    op.release(); // the C library's until the callback
 }
 
 // The hand-off: submit, submit_internal, queue_microtask and submit_batch are METH_FASTCALL
@@ -614,6 +677,9 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     });
 
     m.attr("VARIANT") = EVLOOP_PY_VARIANT;
+    m.attr("VERSION_INFO") =
+        py::make_tuple(EVLOOP_VERSION_MAJOR, EVLOOP_VERSION_MINOR, EVLOOP_VERSION_PATCH);
+    m.def("version", &evloop_version, "evloop_version(): the library's \"MAJOR.MINOR.PATCH\".");
     m.attr("BACKENDS") = EVLOOP_PY_BACKENDS; // compiled in, best first, ","-separated
     m.attr("READABLE") = unsigned(EVLOOP_READABLE);
     m.attr("WRITABLE") = unsigned(EVLOOP_WRITABLE);
@@ -670,6 +736,15 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
         .def("io_modify", &RawLoop::io_modify, py::arg("fd"), py::arg("events"))
         .def("io_remove", &RawLoop::io_remove, py::arg("fd"),
              "evloop_io_remove: False if fd was not registered.")
+        .def("accept", &RawLoop::accept, py::arg("fd"), py::arg("fn"),
+             "evloop_accept: fn(fd, res), res the accepted fd or a negative errno.")
+        .def("recv", &RawLoop::recv, py::arg("fd"), py::arg("buf"), py::arg("fn"),
+             "evloop_recv into buf (writable, held until fn(fd, res) runs).")
+        .def("send", &RawLoop::send, py::arg("fd"), py::arg("buf"), py::arg("fn"),
+             "evloop_send of buf (held until fn(fd, res) runs; res = len(buf) when all sent).")
+        .def("op_cancel", &RawLoop::op_cancel, py::arg("fd"),
+             "evloop_op_cancel: False if nothing was pending on fd.")
+        .def("on_loop_thread", &RawLoop::on_loop_thread, "evloop_on_loop_thread.")
         .def_readwrite("on_error", &RawLoop::on_error,
                        "on_error(exc, callback) for what a callback raises; without it, or for\n"
                        "what it raises, the loop stops and run() raises that exception.")

@@ -247,3 +247,20 @@ def test_many_loops_created_and_closed(variant, backend):
         lp = evloop.Loop(backend=backend, variant=variant)
         lp.submit(lambda: None)
         lp.close()
+
+
+def test_version_is_the_c_librarys():
+    with open(HEADER) as f:
+        text = f.read()
+    parts = [re.search(rf"#define EVLOOP_VERSION_{k} (\d+)", text).group(1)
+             for k in ("MAJOR", "MINOR", "PATCH")]
+    assert evloop.__version__ == ".".join(parts)
+    assert evloop._arena.VERSION_INFO == tuple(map(int, parts))
+    assert evloop._chunk.version() == evloop.__version__
+    with evloop.Loop() as lp:
+        assert lp.version == evloop.__version__
+
+
+def test_on_loop_thread_is_true_only_inside_the_loop(running):
+    assert running.loop._c.on_loop_thread() is False
+    assert running.call(running.loop._c.on_loop_thread) is True
