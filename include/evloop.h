@@ -82,6 +82,10 @@ struct evloop_stats {
                                    membarrier refused, a ThreadSanitizer build) */
     uint64_t lanes;             /* arena: producer lanes of the external queue now (one per
                                    thread that submitted and has not exited); chunk: 0 */
+    const char *backend_reason; /* why this backend ("config.backend", "EVLOOP_BACKEND",
+                                   "profile: ...", "auto: ...") and which implementation of it
+                                   runs (io_uring: "readiness through IORING_OP_EPOLL_WAIT" or
+                                   the multishot-poll fallback of older kernels) */
 };
 
 /* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit,
@@ -231,6 +235,11 @@ EVLOOP_API enum evloop_state evloop_state(const evloop *loop);
 /* The poller this loop uses: "epoll", "io_uring" or "kqueue". Any thread. NULL for NULL. */
 EVLOOP_API const char *evloop_backend(const evloop *loop);
 
+/* The i-th backend evloop knows, built into this library or not: "epoll" (0), "io_uring" (1),
+ * "kqueue" (2); NULL for i past the last. The index is that of evloop_profile.readiness_ns.
+ * Any thread. */
+EVLOOP_API const char *evloop_backend_name(unsigned i);
+
 /* The ingress variant this library was built with: "arena" or "chunk". Any thread. */
 EVLOOP_API const char *evloop_ingress(void);
 
@@ -379,7 +388,8 @@ struct evloop_profile {
                                  down to a power of two within its adaptive range 64..4096) */
     uint64_t wake_ns;         /* median hand-off to a sleeping loop (futex wake path); 0 unknown */
     uint64_t handoff_ns;      /* median hand-off to a spinning loop; 0 unknown */
-    uint64_t readiness_ns[3]; /* median fd round trip of epoll, io_uring, kqueue; 0 = not
+    uint64_t readiness_ns[3]; /* median fd round trip per backend, indexed as
+                                 evloop_backend_name(i) (epoll, io_uring, kqueue); 0 = not
                                  available here */
 };
 

@@ -30,11 +30,11 @@
 #define FLOOD_PROBE_TASKS 2000
 #define FLOOD_ROUNDS 5
 #define NBUDGETS 4
-#define NBACKENDS 3
 #define MAX_SAMPLES 2000
 
 static const unsigned budgets[NBUDGETS] = {64, 256, 1024, 4096};
-static const char *const backend_names[NBACKENDS] = {"epoll", "io_uring", "kqueue"};
+/* Slots of evloop_profile.readiness_ns, indexed as evloop_backend_name(i). */
+#define NBACKENDS ((int)(sizeof(((struct evloop_profile *)0)->readiness_ns) / sizeof(uint64_t)))
 
 /* A phase: samples are taken until max, or until the deadline once min are in. */
 struct phase {
@@ -402,10 +402,10 @@ static void choose_spin(struct evloop_profile *p)
 static void choose_backend(struct evloop_profile *p)
 {
     int best = -1;
-    for (int i = 0; i < NBACKENDS; i++)
+    for (int i = 0; i < NBACKENDS && evloop_backend_name((unsigned)i); i++)
         if (p->readiness_ns[i] && (best < 0 || p->readiness_ns[i] < p->readiness_ns[best]))
             best = i;
-    strcpy(p->backend, best >= 0 ? backend_names[best] : "auto");
+    strcpy(p->backend, best >= 0 ? evloop_backend_name((unsigned)best) : "auto");
 }
 
 static uint64_t share(uint64_t start, uint64_t total, double upto)
@@ -419,9 +419,10 @@ static int calibrate(struct evloop_profile *p, uint64_t total_ns)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     p->ncpu = ncpu > 1 ? (unsigned)ncpu : 1;
     bool may_spin = p->ncpu > 1; /* with one CPU a spinning producer starves the loop */
-    for (int i = 0; i < NBACKENDS; i++) {
+    for (int i = 0; i < NBACKENDS && evloop_backend_name((unsigned)i); i++) {
         struct phase ph = {share(start, total_ns, 0.10 * (i + 1)), 5, 200};
-        if (measure_readiness(backend_names[i], may_spin, &ph, &p->readiness_ns[i]) < 0)
+        if (measure_readiness(evloop_backend_name((unsigned)i), may_spin, &ph,
+                              &p->readiness_ns[i]) < 0)
             p->readiness_ns[i] = 0; /* cannot start here, or failed: not a candidate */
     }
     choose_backend(p);

@@ -1,6 +1,7 @@
-/* The run-time seam for pollers: one const struct evloop__backend per backend, each in
- * its own folder under src/backends/. backend.c holds the candidate list in priority
- * order and the selection rule; the core calls a backend only through this table. */
+/* The run-time seam for pollers: one const struct evloop__backend per implementation, in a
+ * folder per backend under src/backends/. backend.c holds the facts about every backend in
+ * one table (names, implementations, auto's order and why) and the selection rule; the core
+ * calls a backend only through its vtable. */
 #ifndef EVLOOP_BACKEND_H
 #define EVLOOP_BACKEND_H
 
@@ -78,6 +79,10 @@ struct evloop__backend {
     int (*wait)(void *state, int64_t timeout_ns, struct evloop__io_event *ev, int max);
     /* Any thread: makes a wait in progress (or the next one) return. */
     int (*wake)(void *state);
+    /* Optional (NULL: none, and evloop_backend_fd is -ENOTSUP): an fd that polls readable
+     * while wait() has something to report, or a wake is pending. embed.c puts it in
+     * evloop_backend_fd's epoll set while fds are registered. Any thread. */
+    int (*pollable_fd)(void *state);
     /* Optional, both or neither (see "completion operations" above); NULL: the core
      * emulates ops with readiness. Loop thread. op_start: starts op as d describes (d is
      * only read during the call); returns 0 (one report will come) or -errno (none will;
@@ -94,11 +99,30 @@ struct evloop__backend {
  * evloop_stats() says why. Returns -ENOTSUP. */
 int evloop__backend_refused(const char *what, int err);
 
-/* Picks and starts a backend. name: NULL or "auto" (then $EVLOOP_BACKEND, then the
- * candidate list), or a backend name. fallback receives why auto skipped a candidate
- * ("" if it did not). Returns 0, -EINVAL (unknown name), -ENOTSUP, or -errno. */
-int evloop__backend_open(const char *name, _Atomic uint32_t *sleep_word,
-                         const struct evloop__backend **out, void **state, unsigned *caps,
-                         char *fallback, size_t fallback_len);
+/* ---- the backends evloop knows, and the choice among them (backend.c) ---- */
+
+/* Backends evloop knows, built here or not: "epoll" 0, "io_uring" 1, "kqueue" 2, the index of
+ * evloop_profile.readiness_ns and of evloop_backend_name(). */
+#define EVLOOP__BACKENDS 3
+
+/* The index of a backend name (above), or -1 for any other name. */
+int evloop__backend_index(const char *name);
+
+struct evloop_profile;
+
+/* What evloop__backend_open started, and why. */
+struct evloop__backend_pick {
+    const struct evloop__backend *backend;
+    void *state;
+    unsigned caps;
+    char fallback[128]; /* why "auto" did not get its first choice; "" if it did */
+    char reason[192];   /* why this backend, and which implementation of it runs */
+};
+
+/* Picks and starts a backend. name: NULL or "auto" (then $EVLOOP_BACKEND; then the profile's
+ * backend, if profile is not NULL and names one; then auto's order), or a backend name.
+ * Returns 0, -EINVAL (unknown name), -ENOTSUP, or -errno; evloop_last_error() says why. */
+int evloop__backend_open(const char *name, const struct evloop_profile *profile,
+                         _Atomic uint32_t *sleep_word, struct evloop__backend_pick *out);
 
 #endif

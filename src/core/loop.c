@@ -59,11 +59,6 @@ static long usable_cpus(void)
     return sysconf(_SC_NPROCESSORS_ONLN);
 }
 
-static bool names_auto(const char *name)
-{
-    return !name || !*name || strcmp(name, "auto") == 0;
-}
-
 /* The profile evloop_new starts from: cfg->profile, else $EVLOOP_PROFILE ("" for either
  * means none). Returns 0 with *loaded set or not, or the load's -errno (the detail for
  * evloop_last_error() names the field or variable and the file). */
@@ -84,32 +79,20 @@ static int load_profile(const evloop_config *cfg, struct evloop_profile *p, bool
     return r;
 }
 
-/* Opens the backend: the profile's first when the config says "auto" and $EVLOOP_BACKEND
- * does not name one (an explicit choice always wins), then the config's rule. */
+/* Opens the backend; backend.c decides which: the config's, $EVLOOP_BACKEND's, the profile's,
+ * or auto's, and keeps why for evloop_stats(). */
 static int open_backend(evloop *loop, const evloop_config *cfg, const struct evloop_profile *p)
 {
-    if (p && names_auto(cfg->backend) && names_auto(getenv("EVLOOP_BACKEND")) &&
-        !names_auto(p->backend)) {
-        int refused = evloop__backend_open(p->backend, &loop->sleep.word, &loop->backend,
-                                           &loop->backend_state, &loop->backend_caps,
-                                           loop->fallback, sizeof(loop->fallback));
-        if (refused == 0)
-            return 0;
-        int r = evloop__backend_open(NULL, &loop->sleep.word, &loop->backend, &loop->backend_state,
-                                     &loop->backend_caps, loop->fallback, sizeof(loop->fallback));
-        if (r == 0) {
-            evloop__error_clear(); /* the profile's choice failing is no failure of the call */
-            char autos[sizeof(loop->fallback)];
-            memcpy(autos, loop->fallback, sizeof(autos));
-            int n = snprintf(loop->fallback, sizeof(loop->fallback), "profile's %s: %s%s%s",
-                             p->backend, strerror(-refused), autos[0] ? "; " : "", autos);
-            (void)n; /* a long reason is cut short: it is only read by people */
-        }
+    struct evloop__backend_pick pick;
+    int r = evloop__backend_open(cfg->backend, p, &loop->sleep.word, &pick);
+    if (r < 0)
         return r;
-    }
-    return evloop__backend_open(cfg->backend, &loop->sleep.word, &loop->backend,
-                                &loop->backend_state, &loop->backend_caps, loop->fallback,
-                                sizeof(loop->fallback));
+    loop->backend = pick.backend;
+    loop->backend_state = pick.state;
+    loop->backend_caps = pick.caps;
+    memcpy(loop->fallback, pick.fallback, sizeof(loop->fallback));
+    memcpy(loop->backend_reason, pick.reason, sizeof(loop->backend_reason));
+    return 0;
 }
 
 /* The ingress queues' way to wake the loop when they announce work outside a push (an
@@ -339,6 +322,7 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
         .backend = loop->backend->name,
         .ingress = evloop__ingress_name(),
         .fallback = loop->fallback,
+        .backend_reason = loop->backend_reason,
         .profile_loaded = loop->profile_loaded,
         .fence = evloop__barrier_name(loop->sleep.fence),
         .fence_reason = loop->fence_why,

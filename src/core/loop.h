@@ -93,7 +93,8 @@ struct evloop {
     uint64_t last_fence;         /* clock ns of the last heavy barrier the tick asked for */
     bool profile_loaded; /* evloop_new started from a profile (for evloop_stats) */
     struct evloop__stats_counters stats;
-    char fallback[128];
+    char fallback[128];       /* why auto did not get its first choice (backend.c) */
+    char backend_reason[192]; /* why this backend, and which implementation (backend.c) */
 
     /* Embedding, hooks, the release notification and signals (embed.h, issue 13). */
     struct evloop__embed embed;

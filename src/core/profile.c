@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "common.h"
 #include "profile.h"
 
@@ -29,7 +30,6 @@ struct field {
 };
 
 #define AT(member) offsetof(struct evloop_profile, member)
-#define READINESS(i) (AT(readiness_ns) + (i) * sizeof(uint64_t))
 
 static const struct field fields[] = {
     {"version", KIND_UNSIGNED, AT(version), true},
@@ -40,20 +40,26 @@ static const struct field fields[] = {
     {"batch_budget", KIND_UNSIGNED, AT(batch_budget), true},
     {"wake_ns", KIND_UINT64, AT(wake_ns), false},
     {"handoff_ns", KIND_UINT64, AT(handoff_ns), false},
-    {"readiness_epoll_ns", KIND_UINT64, READINESS(0), false},
-    {"readiness_io_uring_ns", KIND_UINT64, READINESS(1), false},
-    {"readiness_kqueue_ns", KIND_UINT64, READINESS(2), false},
 };
+/* Then one optional "readiness_<backend>_ns" per backend (backend.c's names, in their order):
+ * readiness_ns[i]. */
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
+#define NKEYS (NFIELDS + EVLOOP__BACKENDS)
 
-static const char *const backend_names[] = {"epoll", "io_uring", "kqueue"};
-
-int evloop__profile_backend_index(const char *name)
+/* The field of key k < NKEYS: fields[k], or readiness_ns[k - NFIELDS]. */
+static struct field field_at(size_t k)
 {
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, backend_names[i]) == 0)
-            return i;
-    return -1;
+    if (k < NFIELDS)
+        return fields[k];
+    return (struct field){NULL, KIND_UINT64,
+                          AT(readiness_ns) + (k - NFIELDS) * sizeof(uint64_t), false};
+}
+
+/* The key of a readiness field, "readiness_epoll_ns", into buf. */
+static const char *readiness_key(size_t i, char *buf, size_t size)
+{
+    snprintf(buf, size, "readiness_%s_ns", evloop_backend_name((unsigned)i));
+    return buf;
 }
 
 bool evloop__profile_is_valid(const struct evloop_profile *p)
@@ -62,17 +68,17 @@ bool evloop__profile_is_valid(const struct evloop_profile *p)
         return false;
     if (!memchr(p->backend, '\0', sizeof(p->backend)))
         return false;
-    if (strcmp(p->backend, "auto") != 0 && evloop__profile_backend_index(p->backend) < 0)
+    if (strcmp(p->backend, "auto") != 0 && evloop__backend_index(p->backend) < 0)
         return false;
     if (p->spin_max_ns < 0 || p->spin_max_ns > EVLOOP__PROFILE_SPIN_LIMIT_NS || p->spin_ns < 0 ||
         p->spin_ns > p->spin_max_ns)
         return false;
     if (p->batch_budget == 0 || p->batch_budget > EVLOOP__PROFILE_BUDGET_LIMIT)
         return false;
-    uint64_t times[] = {p->wake_ns, p->handoff_ns, p->readiness_ns[0], p->readiness_ns[1],
-                        p->readiness_ns[2]};
-    for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++)
-        if (times[i] > EVLOOP__PROFILE_TIME_LIMIT_NS)
+    if (p->wake_ns > EVLOOP__PROFILE_TIME_LIMIT_NS || p->handoff_ns > EVLOOP__PROFILE_TIME_LIMIT_NS)
+        return false;
+    for (size_t i = 0; i < EVLOOP__BACKENDS; i++)
+        if (p->readiness_ns[i] > EVLOOP__PROFILE_TIME_LIMIT_NS)
             return false;
     return true;
 }
@@ -94,6 +100,7 @@ static bool append(char *buf, size_t size, size_t *len, const char *fmt, ...)
 static bool append_field(char *buf, size_t size, size_t *len, const struct field *f,
                          const struct evloop_profile *p)
 {
+    const char *key = f->key;
     const char *at = (const char *)p + f->offset;
     unsigned u;
     int64_t i;
@@ -101,14 +108,14 @@ static bool append_field(char *buf, size_t size, size_t *len, const struct field
     switch (f->kind) {
     case KIND_UNSIGNED:
         memcpy(&u, at, sizeof(u));
-        return append(buf, size, len, "%s %u\n", f->key, u);
+        return append(buf, size, len, "%s %u\n", key, u);
     case KIND_INT64:
         memcpy(&i, at, sizeof(i));
-        return append(buf, size, len, "%s %" PRId64 "\n", f->key, i);
+        return append(buf, size, len, "%s %" PRId64 "\n", key, i);
     case KIND_UINT64:
         memcpy(&v, at, sizeof(v));
-        return append(buf, size, len, "%s %" PRIu64 "\n", f->key, v);
-    case KIND_BACKEND: return append(buf, size, len, "%s %s\n", f->key, at);
+        return append(buf, size, len, "%s %" PRIu64 "\n", key, v);
+    case KIND_BACKEND: return append(buf, size, len, "%s %s\n", key, at);
     }
     return false;
 }
@@ -119,8 +126,13 @@ EVLOOP_API int evloop_profile_format(const struct evloop_profile *p, char *buf, 
         return -EINVAL;
     size_t len = 0;
     bool ok = append(buf, size, &len, "%s\n", HEADER);
-    for (size_t k = 0; ok && k < NFIELDS; k++)
-        ok = append_field(buf, size, &len, &fields[k], p);
+    for (size_t k = 0; ok && k < NKEYS; k++) {
+        struct field f = field_at(k);
+        char key[48];
+        if (!f.key)
+            f.key = readiness_key(k - NFIELDS, key, sizeof(key));
+        ok = append_field(buf, size, &len, &f, p);
+    }
     if (!ok) {
         buf[0] = '\0';
         return -ENOSPC;
@@ -285,12 +297,17 @@ static bool set_field(struct evloop_profile *p, const struct field *f, const cha
     return true;
 }
 
-static const struct field *find_field(const char *key)
+/* The index (< NKEYS) of key, or NKEYS when no field has it. */
+static size_t find_key(const char *key)
 {
     for (size_t k = 0; k < NFIELDS; k++)
         if (strcmp(fields[k].key, key) == 0)
-            return &fields[k];
-    return NULL;
+            return k;
+    char buf[48];
+    for (size_t i = 0; i < EVLOOP__BACKENDS; i++)
+        if (strcmp(readiness_key(i, buf, sizeof(buf)), key) == 0)
+            return NFIELDS + i;
+    return NKEYS;
 }
 
 static bool is_blank(char c)
@@ -320,7 +337,7 @@ static int parse(char *text, struct evloop_profile *p)
     char *line = next_line(&text);
     if (!line || strcmp(line, HEADER) != 0)
         return -EINVAL;
-    bool seen[NFIELDS] = {false};
+    bool seen[NKEYS] = {false};
     while ((line = next_line(&text)) != NULL) {
         while (is_blank(*line))
             line++;
@@ -333,11 +350,11 @@ static int parse(char *text, struct evloop_profile *p)
             *value++ = '\0';
         while (is_blank(*value))
             value++;
-        const struct field *f = find_field(line);
-        if (!f)
+        size_t k = find_key(line);
+        if (k == NKEYS)
             continue; /* a key of a newer writer */
-        size_t k = (size_t)(f - fields);
-        if (seen[k] || !set_field(p, f, value))
+        struct field f = field_at(k);
+        if (seen[k] || !set_field(p, &f, value))
             return -EINVAL;
         seen[k] = true;
     }

@@ -12,10 +12,6 @@
 #define EVLOOP__PROFILE_BUDGET_LIMIT (1u << 20)    /* batch budgets above this are typos */
 #define EVLOOP__PROFILE_TIME_LIMIT_NS 60000000000u /* 60 s: a measured hand-off beyond is junk */
 
-/* The index of a backend name in evloop_profile.readiness_ns (epoll 0, io_uring 1,
- * kqueue 2), or -1 for any other name. */
-int evloop__profile_backend_index(const char *name);
-
 /* True when every field of *p is within the limits a file may hold. */
 bool evloop__profile_is_valid(const struct evloop_profile *p);
 

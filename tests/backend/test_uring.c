@@ -1,9 +1,11 @@
-/* What only the io_uring backend does: multishot polls that the kernel ends when the CQ is
+/* What only the io_uring backend does: which implementation runs (readiness through
+ * IORING_OP_EPOLL_WAIT where the kernel has it, else multishot polls, which "auto" never
+ * picks) and that evloop_stats() says so; multishot polls that the kernel ends when the CQ is
  * full and the backend re-arms, readiness kept through a CQ overflow (EVLOOP_IO_URING_CQ makes
  * the CQ tiny), and the unified wait: a loop asleep in the poller is woken by the futex wake on
  * its sleep word (stats.futex_wakes moves, poller_wakes does not), also when the process was
  * single-threaded when the futex wait was armed. Under EVLOOP_IO_URING_WAKE=eventfd the same
- * cases run with the eventfd wake. */
+ * cases run with the eventfd wake, under EVLOOP_IO_URING_READINESS=multishot on the fallback. */
 #include "backend_util.h"
 
 #include <liburing.h>
@@ -26,6 +28,18 @@ static bool expect_futex_wait(void)
         return false;
     struct io_uring_probe *p = io_uring_get_probe();
     bool has = p && io_uring_opcode_supported(p, 51 /* IORING_OP_FUTEX_WAIT */);
+    io_uring_free_probe(p);
+    return has;
+}
+
+/* True when the kernel has IORING_OP_EPOLL_WAIT and the test did not ask for the fallback. */
+static bool expect_epoll_wait(void)
+{
+    const char *env = getenv("EVLOOP_IO_URING_READINESS");
+    if (env && strcmp(env, "multishot") == 0)
+        return false;
+    struct io_uring_probe *p = io_uring_get_probe();
+    bool has = p && io_uring_opcode_supported(p, 59 /* IORING_OP_EPOLL_WAIT */);
     io_uring_free_probe(p);
     return has;
 }
@@ -213,10 +227,62 @@ static void test_futex_wait_armed_while_single_threaded_still_wakes(void **state
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+static void test_stats_say_which_implementation_runs(void **state)
+{
+    (void)state;
+    evloop *loop = uring_loop(0);
+    struct evloop_stats st = bt_stats(loop);
+    printf("# io_uring: %s\n", st.backend_reason);
+    assert_string_equal(st.backend, "io_uring");
+    if (expect_epoll_wait()) {
+        assert_non_null(strstr(st.backend_reason, "IORING_OP_EPOLL_WAIT"));
+        assert_null(strstr(st.backend_reason, "multishot"));
+    } else {
+        assert_non_null(strstr(st.backend_reason, "multishot"));
+    }
+    bt_loop_free(loop);
+}
+
+/* The multishot implementation loses epoll's fd round trip by 2-5x: "auto" must take epoll
+ * instead, and say why in fallback; naming io_uring still gets it. */
+static void test_auto_never_picks_the_multishot_fallback(void **state)
+{
+    (void)state;
+    const char *was = getenv("EVLOOP_IO_URING_READINESS");
+    char *saved = was ? strdup(was) : NULL;
+    char *backend = strdup(getenv("EVLOOP_BACKEND"));
+    setenv("EVLOOP_IO_URING_READINESS", "multishot", 1);
+    unsetenv("EVLOOP_BACKEND");
+    evloop *loop = NULL;
+    assert_int_equal(evloop_new(&loop, NULL), 0);
+    struct evloop_stats st = bt_stats(loop);
+    printf("# auto: %s (%s); fallback: %s\n", st.backend, st.backend_reason, st.fallback);
+    assert_string_not_equal(st.backend_reason, "");
+    assert_non_null(strstr(st.backend_reason, "auto"));
+    if (strcmp(st.backend, "io_uring") == 0)
+        assert_null(strstr(st.backend_reason, "multishot"));
+    assert_int_equal(evloop_free(loop), 0);
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.backend = "io_uring";
+    assert_int_equal(evloop_new(&loop, &cfg), 0);
+    assert_non_null(strstr(bt_stats(loop).backend_reason, "multishot"));
+    assert_int_equal(evloop_free(loop), 0);
+    setenv("EVLOOP_BACKEND", backend, 1);
+    free(backend);
+    if (saved)
+        setenv("EVLOOP_IO_URING_READINESS", saved, 1);
+    else
+        unsetenv("EVLOOP_IO_URING_READINESS");
+    free(saved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_futex_wait_armed_while_single_threaded_still_wakes),
+        cmocka_unit_test(test_stats_say_which_implementation_runs),
+        cmocka_unit_test(test_auto_never_picks_the_multishot_fallback),
         cmocka_unit_test(test_multishot_ended_by_a_full_cq_is_rearmed),
         cmocka_unit_test(test_cq_overflow_loses_no_readiness),
         cmocka_unit_test(test_submit_wakes_a_loop_asleep_in_the_poller_with_the_expected_wake),

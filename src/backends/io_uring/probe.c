@@ -1,18 +1,22 @@
-/* Starting the io_uring backend's ring and probing, for real, what this kernel offers: a ring
- * with the features the poller relies on, a NOP round trip, a synchronous cancel, and whether
- * the loop can sleep in the ring on its word (a futex wait). Containers, seccomp filters and
- * kernel.io_uring_disabled refuse io_uring_setup with EPERM; any refusal is -ENOTSUP, with the
- * reason kept for evloop_stats(). So is valgrind: it holds its lock over io_uring_enter, so
- * no other thread can run to wake a wait there. Runs once per loop, in evloop_new. */
+/* Starting the io_uring backend's rings and probing, for real, what this kernel offers: a ring
+ * with the features each scheme relies on, a NOP round trip, a synchronous cancel, whether
+ * IORING_OP_EPOLL_WAIT returns what an epoll set holds, and whether the loop can sleep in the
+ * ring on its word (a futex wait). Containers, seccomp filters and kernel.io_uring_disabled
+ * refuse io_uring_setup with EPERM; any refusal is -ENOTSUP, with the reason kept for
+ * evloop_stats(). So is valgrind: it holds its lock over io_uring_enter, so no other thread can
+ * run to wake a wait there. The opcode round trips run once per process, on a ring of their
+ * own; the rest once per loop. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
-#include "backend.h"
-#include "uring.h"
 #include "sleep.h"
+#include "uring.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -26,8 +30,8 @@
 #define PR_FUTEX_HASH_GET_SLOTS 2
 #endif
 #define SQ_ENTRIES 64u
-#define CQ_ENTRIES 1024u
-#define PROBE_UDATA 1u /* the ring has no other request yet */
+#define PROBE_UDATA 1u      /* the ring has no other request yet */
+#define PROBE_TAG 0x5eedu   /* what the probe's epoll set reports */
 
 /* Submits sqe, the one SQE queued, and returns its result. */
 static int round_trip(struct io_uring *ring, struct io_uring_sqe *sqe)
@@ -46,6 +50,77 @@ static int round_trip(struct io_uring *ring, struct io_uring_sqe *sqe)
         return r;
     r = cqe->res;
     io_uring_cqe_seen(ring, cqe);
+    return r;
+}
+
+static bool opcode_known(struct io_uring *ring, int op)
+{
+    struct io_uring_probe *p = io_uring_get_probe_ring(ring);
+    bool has = p && io_uring_opcode_supported(p, op);
+    io_uring_free_probe(p);
+    return has;
+}
+
+/* ---- what the kernel offers: once per process ------------------------------------------ */
+
+struct kernel_ops {
+    bool known;      /* probed: the fields below hold */
+    bool futex_wait; /* IORING_OP_FUTEX_WAIT fails at once on a word that changed */
+    int epoll_wait;  /* 0: IORING_OP_EPOLL_WAIT works; else the errno it got */
+};
+
+static pthread_mutex_t ops_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kernel_ops ops_found; /* under ops_lock */
+
+static bool probe_futex_wait(struct io_uring *ring)
+{
+    if (!opcode_known(ring, EVLOOP__OP_FUTEX_WAIT))
+        return false;
+    uint32_t word = EVLOOP__AWAKE;
+    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+    evloop__uring_prep_futex(sqe, &word, EVLOOP__SLEEP_WORD);
+    return round_trip(ring, sqe) == -EAGAIN;
+}
+
+/* An epoll set holding a readable eventfd: EPOLL_WAIT must return that one event. */
+static int probe_epoll_wait(struct io_uring *ring)
+{
+    if (!opcode_known(ring, EVLOOP__OP_EPOLL_WAIT))
+        return EOPNOTSUPP;
+    int epfd = epoll_create1(EPOLL_CLOEXEC), efd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = PROBE_TAG}, got[2] = {{0}};
+    int err = epfd < 0 || efd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) < 0 ? errno : 0;
+    if (!err) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+        evloop__uring_prep_epoll_wait(sqe, epfd, got, 2);
+        int r = round_trip(ring, sqe);
+        err = r < 0 ? -r : r != 1 || got[0].data.u64 != PROBE_TAG ? EPROTO : 0;
+    }
+    if (efd >= 0)
+        close(efd);
+    if (epfd >= 0)
+        close(epfd);
+    return err;
+}
+
+/* Fills *out from a ring of its own the first time it can be set up; a refusal (seccomp,
+ * EMFILE) is not remembered, so it is asked again next time. Returns 0 or -errno. */
+static int kernel_ops(struct kernel_ops *out)
+{
+    pthread_mutex_lock(&ops_lock);
+    int r = 0;
+    if (!ops_found.known) {
+        struct io_uring ring;
+        r = io_uring_queue_init(4, &ring, 0);
+        if (r == 0) {
+            ops_found.futex_wait = probe_futex_wait(&ring);
+            ops_found.epoll_wait = probe_epoll_wait(&ring);
+            ops_found.known = true;
+            io_uring_queue_exit(&ring);
+        }
+    }
+    *out = ops_found;
+    pthread_mutex_unlock(&ops_lock);
     return r;
 }
 
@@ -69,27 +144,72 @@ static bool private_futex_hash_ready(void)
     return prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_GET_SLOTS, 0, 0, 0) != 0;
 }
 
-/* The loop's wake word is a futex only with the futex waker; the ring must know the opcode,
- * and a probe wait on a word that does not hold the expected value must fail at once. */
-static bool can_wait_on_word(struct io_uring *ring)
+bool evloop__uring_can_wait_on_word(void)
 {
     const char *env = getenv("EVLOOP_IO_URING_WAKE"); /* "eventfd": tests of the other wake */
     if (strcmp(evloop__waker_name(), "futex") != 0 || (env && strcmp(env, "eventfd") == 0))
         return false;
-    struct io_uring_probe *p = io_uring_get_probe_ring(ring);
-    bool has = p && io_uring_opcode_supported(p, EVLOOP__OP_FUTEX_WAIT);
-    io_uring_free_probe(p);
-    if (!has || !private_futex_hash_ready())
-        return false;
-    uint32_t word = EVLOOP__AWAKE;
-    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-    evloop__uring_prep_futex(sqe, &word, EVLOOP__SLEEP_WORD);
-    return round_trip(ring, sqe) == -EAGAIN;
+    struct kernel_ops k;
+    return kernel_ops(&k) == 0 && k.futex_wait && private_futex_hash_ready();
 }
 
-/* The poller needs overflowing CQEs kept (NODROP), timed waits without a timeout SQE
+int evloop__uring_check_epoll_wait(void)
+{
+    const char *env = getenv("EVLOOP_IO_URING_READINESS"); /* "multishot": the fallback */
+    if (env && strcmp(env, "multishot") == 0)
+        return evloop__backend_refused("EVLOOP_IO_URING_READINESS=multishot", EOPNOTSUPP);
+    struct kernel_ops k;
+    int r = kernel_ops(&k);
+    if (r < 0)
+        return evloop__backend_refused("io_uring_setup", -r);
+    return k.epoll_wait ? evloop__backend_refused("IORING_OP_EPOLL_WAIT", k.epoll_wait) : 0;
+}
+
+/* ---- the rings ---------------------------------------------------------------------------- */
+
+static bool under_valgrind(void)
+{
+#ifdef HAVE_VALGRIND_H
+    return RUNNING_ON_VALGRIND;
+#else
+    return false;
+#endif
+}
+
+unsigned evloop__uring_cq_entries(unsigned def)
+{
+    const char *env = getenv("EVLOOP_IO_URING_CQ");
+    return env && atoi(env) > 0 ? (unsigned)atoi(env) : def;
+}
+
+static int setup(struct io_uring *ring, unsigned flags, unsigned cq, unsigned *features)
+{
+    if (under_valgrind())
+        return evloop__backend_refused("under valgrind", EDEADLK);
+    struct io_uring_params p = {.flags = flags | IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP |
+                                         IORING_SETUP_SUBMIT_ALL,
+                                .cq_entries = cq};
+    int r = io_uring_queue_init_params(cq < SQ_ENTRIES ? cq : SQ_ENTRIES, ring, &p);
+    if (r < 0)
+        return evloop__backend_refused("io_uring_setup", -r);
+    *features = p.features;
+    return 0;
+}
+
+int evloop__uring_start_ewait(struct io_uring *ring, unsigned cq_entries)
+{
+    unsigned features;
+    int r = setup(ring, 0, cq_entries, &features);
+    if (r == 0 && !(features & IORING_FEAT_EXT_ARG)) { /* timed waits without a timeout SQE */
+        io_uring_queue_exit(ring);
+        r = evloop__backend_refused("io_uring features", ENOSYS);
+    }
+    return r;
+}
+
+/* The multishot scheme needs overflowing CQEs kept (NODROP), timed waits without a timeout SQE
  * (EXT_ARG, so the loop alone touches the SQ), CQE_SKIP_SUCCESS, and synchronous cancels. */
-static int probe(struct io_uring *ring, unsigned features)
+static int probe_multishot(struct io_uring *ring, unsigned features)
 {
     unsigned need = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG | IORING_FEAT_CQE_SKIP;
     if ((features & need) != need)
@@ -106,31 +226,14 @@ static int probe(struct io_uring *ring, unsigned features)
     return 0;
 }
 
-static bool under_valgrind(void)
+int evloop__uring_start(struct io_uring *ring)
 {
-#ifdef HAVE_VALGRIND_H
-    return RUNNING_ON_VALGRIND;
-#else
-    return false;
-#endif
-}
-
-int evloop__uring_start(struct io_uring *ring, bool *word_wait)
-{
-    if (under_valgrind())
-        return evloop__backend_refused("under valgrind", EDEADLK);
-    const char *env = getenv("EVLOOP_IO_URING_CQ"); /* tests overflow a tiny CQ */
-    unsigned cq = env && atoi(env) > 0 ? (unsigned)atoi(env) : CQ_ENTRIES;
-    struct io_uring_params p = {.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP |
-                                         IORING_SETUP_SUBMIT_ALL,
-                                .cq_entries = cq};
-    int r = io_uring_queue_init_params(cq < SQ_ENTRIES ? cq : SQ_ENTRIES, ring, &p);
+    unsigned features;
+    int r = setup(ring, 0, evloop__uring_cq_entries(1024), &features);
     if (r < 0)
-        return evloop__backend_refused("io_uring_setup", -r);
-    r = probe(ring, p.features);
+        return r;
+    r = probe_multishot(ring, features);
     if (r < 0)
         io_uring_queue_exit(ring);
-    else
-        *word_wait = can_wait_on_word(ring);
     return r;
 }

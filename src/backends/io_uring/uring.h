@@ -1,5 +1,7 @@
-/* Shared by the two files of the io_uring backend: io_uring.c, the poller, and probe.c, which
- * starts the ring and finds out what this kernel offers. */
+/* Shared by the files of the io_uring backend: probe.c starts rings and finds out what this
+ * kernel offers; ewait.c (readiness through IORING_OP_EPOLL_WAIT, Linux 6.15+) and mpoll.c
+ * (multishot polls, the fallback for older kernels) are its two implementations, which
+ * backend.c lists under the one name "io_uring". */
 #ifndef EVLOOP_URING_H
 #define EVLOOP_URING_H
 
@@ -8,7 +10,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
+
+/* Opcodes newer than the installed uapi header (liburing 2.3, Linux 6.1 headers). */
 #define EVLOOP__OP_FUTEX_WAIT 51 /* IORING_OP_FUTEX_WAIT (Linux 6.7) */
+#define EVLOOP__OP_EPOLL_WAIT 59 /* IORING_OP_EPOLL_WAIT (Linux 6.15) */
 
 /* liburing 2.3 has no io_uring_prep_futex_wait, so the SQE is filled by hand: FUTEX_WAIT takes
  * the futex address in addr, the expected value in addr2 (off), the wake bitset in addr3 and
@@ -21,10 +27,36 @@ static inline void evloop__uring_prep_futex(struct io_uring_sqe *sqe, const void
     sqe->addr3 = FUTEX_BITSET_MATCH_ANY;
 }
 
-/* Sets up *ring (a CQ of $EVLOOP_IO_URING_CQ entries, 1024 by default) and probes it for real.
- * Returns 0, with *word_wait set when the loop can sleep here on its word (the futex waker,
- * IORING_OP_FUTEX_WAIT, and no EVLOOP_IO_URING_WAKE=eventfd), or -ENOTSUP, with the reason
- * given to evloop__backend_refused(). */
-int evloop__uring_start(struct io_uring *ring, bool *word_wait);
+/* Nor io_uring_prep_epoll_wait: EPOLL_WAIT takes the epoll fd in fd, the struct epoll_event
+ * array in addr and its length in len; off, rw_flags and buf_index stay 0. It completes with
+ * the number of events stored, as epoll_wait(2) with a zero timeout would, once there is one. */
+static inline void evloop__uring_prep_epoll_wait(struct io_uring_sqe *sqe, int epfd, void *events,
+                                                 unsigned max)
+{
+    io_uring_prep_rw(EVLOOP__OP_EPOLL_WAIT, sqe, epfd, events, max, 0);
+}
+
+/* The two implementations of backend "io_uring" (backend.c's table). */
+extern const struct evloop__backend evloop__uring_ewait;
+extern const struct evloop__backend evloop__uring_mpoll;
+
+/* The completion queue size: $EVLOOP_IO_URING_CQ (tests overflow a tiny CQ), else def. */
+unsigned evloop__uring_cq_entries(unsigned def);
+
+/* True when the loop's sleep word can be waited on in a ring: the futex waker, a kernel with
+ * IORING_OP_FUTEX_WAIT that works, and no EVLOOP_IO_URING_WAKE=eventfd. */
+bool evloop__uring_can_wait_on_word(void);
+
+/* For ewait.c: 0 when IORING_OP_EPOLL_WAIT works on this kernel (and was not switched off with
+ * EVLOOP_IO_URING_READINESS=multishot); else -ENOTSUP, the reason given to
+ * evloop__backend_refused(). */
+int evloop__uring_check_epoll_wait(void);
+
+/* For ewait.c: sets up *ring with a CQ of cq_entries. Returns 0 or -ENOTSUP (reason given). */
+int evloop__uring_start_ewait(struct io_uring *ring, unsigned cq_entries);
+
+/* For mpoll.c: sets up *ring (any thread may cancel) and probes it for the features the
+ * multishot scheme needs. Returns 0 or -ENOTSUP, with the reason given. */
+int evloop__uring_start(struct io_uring *ring);
 
 #endif

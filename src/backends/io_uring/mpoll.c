@@ -1,8 +1,10 @@
-/* Backend "io_uring" (Linux, liburing): fd readiness with multishot polls, and the unified
- * wait: where the futex waker and IORING_OP_FUTEX_WAIT allow it (probe.c), the wait arms a
- * futex wait on the loop's sleep word (EVLOOP__CAP_WORD_WAKE), so a producer wakes a loop
- * asleep here with the same futex wake as in fast-wake mode; elsewhere an eventfd read on the
- * ring wakes it. Implements the evloop__backend vtable (backend.h).
+/* Backend "io_uring" on kernels without IORING_OP_EPOLL_WAIT (the fallback of ewait.c): fd
+ * readiness with multishot polls, and the unified wait: where the futex waker and
+ * IORING_OP_FUTEX_WAIT allow it (probe.c), the wait arms a futex wait on the loop's sleep word
+ * (EVLOOP__CAP_WORD_WAKE), so a producer wakes a loop asleep here with the same futex wake as
+ * in fast-wake mode; elsewhere an eventfd read on the ring wakes it. Implements the
+ * evloop__backend vtable (backend.h). Its poll(2) per wait makes it lose epoll's fd round trip
+ * by 2-5x, so "auto" never picks it (backend.c).
  *
  * Traps of the OS API:
  *  a. A request's completions run as task work of the thread that submitted it, so only the
@@ -388,8 +390,8 @@ static int uring_init(void **out, _Atomic uint32_t *word, unsigned *caps)
     struct uring *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
-    bool word_wait = false;
-    int r = evloop__uring_start(&s->ring, &word_wait);
+    int r = evloop__uring_start(&s->ring);
+    bool word_wait = r == 0 && evloop__uring_can_wait_on_word();
     /* Blocking: an io_uring read of a non-blocking eventfd fails with EAGAIN, never waits. */
     s->efd = r == 0 && !word_wait ? eventfd(0, EFD_CLOEXEC) : -1;
     if (r == 0 && !word_wait && s->efd < 0) {
@@ -424,7 +426,7 @@ static void uring_destroy(void *state)
     free(s);
 }
 
-const struct evloop__backend evloop__backend_io_uring = {
+const struct evloop__backend evloop__uring_mpoll = {
     .name = "io_uring",
     .init = uring_init,
     .destroy = uring_destroy,

@@ -1,0 +1,334 @@
+/* Backend "io_uring" with readiness from epoll (Linux 6.15+): the backend keeps an epoll set,
+ * registrations are epoll_ctl calls, and a wait submits IORING_OP_EPOLL_WAIT on that set
+ * together with the futex wait on the loop's sleep word (EVLOOP__CAP_WORD_WAKE), in one
+ * io_uring_enter, then harvests both. Readiness is epoll's own: level-triggered, each fd
+ * checked again as it is handed out, at most once per wait. Where the loop cannot sleep on its
+ * word, an eventfd in the set wakes it. Implements the evloop__backend vtable (backend.h);
+ * mpoll.c is the fallback for kernels without the opcode.
+ *
+ * Traps of the OS API:
+ *  a. When the harvest runs decides exactness. An EPOLL_WAIT armed on an idle set completes as
+ *     task work of the thread that submitted it, at any of its returns from the kernel (a
+ *     read() in a task): events gathered then can be stale when the loop looks. So a harvest
+ *     found already done when a wait starts is thrown away and the EPOLL_WAIT submitted again
+ *     in that wait's enter; only harvests made during a wait are reported, as epoll_wait does.
+ *     Nothing is lost: every registration is level-triggered, and epoll puts what it hands out
+ *     back on its ready list, to be checked again by the next harvest.
+ *  b. One EPOLL_WAIT in flight at most: two would both hand out a level-triggered fd that
+ *     stays ready. A wait that a wake or a timeout ended leaves it armed for the next.
+ *  c. Task work runs on the submitting thread. A loop run by another thread than before
+ *     (evloop_run_once) cancels what the old one armed, synchronously, and arms its own.
+ *  d. A futex wait left armed takes a FUTEX_WAKE of one waiter meant for the loop asleep in
+ *     fast-wake mode (or for a later loop at the same address): removing the last fd, and
+ *     destroy, wake every waiter on the word, which any thread may do without the ring.
+ *  e. The kernel writes the events when it harvests, maybe late, as task work: destroy empties
+ *     the set (the core has removed every fd; the eventfd goes too), so a late harvest has
+ *     nothing to write, and cancels the EPOLL_WAIT before the state is freed.
+ *  f. epoll registers open file descriptions: EPOLL_CTL_DEL of an fd closed meanwhile fails
+ *     with EBADF or ENOENT, which means it is gone already. */
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "evloop.h"
+#include "sleep.h"
+#include "uring.h"
+
+#define CQ_ENTRIES 64u
+#define MAX_REPORTS 64 /* reports per wait: what the core asks for (EVLOOP__IO_EVENTS_MAX) */
+#define WAKE_TAG UINT64_MAX
+
+/* user_data: kind | generation << 8. A request cancelled by adopt() may complete after its
+ * successor was armed; its CQE carries an older generation and only counts as ended. */
+enum { K_EPOLL = 1, K_FUTEX };
+
+struct ewait {
+    struct io_uring ring;
+    int epfd;
+    int efd; /* the eventfd wake, in the set; -1 when the loop sleeps on its word */
+    _Atomic uint32_t *word;
+    uint32_t nactive; /* fds in the set; add and remove are serialised by the core */
+    /* The loop thread's: what is in flight, and which thread armed it (trap c). */
+    bool epoll_armed, fresh;
+    uint64_t gen;
+    pthread_t armed_by;
+    atomic_bool futex_armed; /* also read by remove and destroy */
+    atomic_bool wake_pending; /* word mode: wake() asked the next wait not to block */
+    struct epoll_event events[MAX_REPORTS];
+};
+
+static uint32_t to_epoll(uint32_t events)
+{
+    return (events & EVLOOP_READABLE ? EPOLLIN | EPOLLRDHUP : 0u) |
+           (events & EVLOOP_WRITABLE ? EPOLLOUT : 0u);
+}
+
+static uint32_t from_epoll(uint32_t ev)
+{
+    return (ev & (EPOLLIN | EPOLLRDHUP) ? EVLOOP_READABLE : 0u) |
+           (ev & EPOLLOUT ? EVLOOP_WRITABLE : 0u) |
+           (ev & (EPOLLHUP | EPOLLRDHUP) ? EVLOOP_HANGUP : 0u) |
+           (ev & EPOLLERR ? EVLOOP_ERROR : 0u);
+}
+
+static int ctl(struct ewait *s, int op, int fd, uint32_t events, uint64_t tag)
+{
+    struct epoll_event ev = {.events = events, .data.u64 = tag};
+    return epoll_ctl(s->epfd, op, fd, &ev) < 0 ? -errno : 0;
+}
+
+static uint64_t udata(const struct ewait *s, unsigned kind)
+{
+    return s->gen << 8 | kind;
+}
+
+static void cancel(struct ewait *s, unsigned kind)
+{
+    /* A bounded wait: the request may be completing as task work of a thread that is busy. */
+    struct io_uring_sync_cancel_reg reg = {.addr = udata(s, kind), .timeout = {1, 0}};
+    io_uring_register_sync_cancel(&s->ring, &reg); /* -ENOENT: it has ended already */
+}
+
+/* Any thread: ends a futex wait the ring may still have armed on the word (trap d). Waking
+ * every waiter also wakes the loop if it sleeps there itself; it then re-checks, no harm. */
+static void unpark_futex(struct ewait *s)
+{
+    if (atomic_load_explicit(&s->futex_armed, memory_order_relaxed))
+        syscall(SYS_futex, (uint32_t *)s->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Loop thread: turns the harvest of one EPOLL_WAIT (n events, or -errno) into reports after
+ * the k in out[]; returns the new count. */
+static int harvest(struct ewait *s, int n, struct evloop__io_event *out, int k, int max,
+                   bool *woken)
+{
+    if (n < 0)
+        return n == -EINTR || n == -ECANCELED || n == -EAGAIN ? k : n;
+    for (int i = 0; i < n && i < MAX_REPORTS; i++) {
+        if (s->events[i].data.u64 == WAKE_TAG) {
+            uint64_t v;
+            ssize_t rd = read(s->efd, &v, sizeof(v)); /* a non-blocking drain */
+            (void)rd;
+            *woken = true;
+        } else if (k < max) { /* past max: level-triggered, so the next wait reports it again */
+            out[k++] = (struct evloop__io_event){s->events[i].data.u64,
+                                                 from_epoll(s->events[i].events), 0};
+        }
+    }
+    return k;
+}
+
+/* Loop thread: takes every CQE there is into out[] (k reports so far). A harvest is reported
+ * only when s->fresh says it was made during this wait (trap a); a futex CQE ends the wait
+ * only then too (before, it is the late echo of a wake the word protocol has handled).
+ * Returns the new count or -errno. */
+static int reap(struct ewait *s, struct evloop__io_event *out, int k, int max, bool *woken)
+{
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&s->ring, head, cqe)
+    {
+        seen++;
+        if (cqe->user_data >> 8 != s->gen)
+            continue; /* ended after adopt() cancelled it */
+        if ((cqe->user_data & 0xff) == K_EPOLL) {
+            s->epoll_armed = false;
+            if (s->fresh)
+                k = harvest(s, cqe->res, out, k, max, woken);
+            if (k < 0)
+                break;
+        } else if ((cqe->user_data & 0xff) == K_FUTEX) {
+            atomic_store_explicit(&s->futex_armed, false, memory_order_relaxed);
+            *woken |= s->fresh;
+        }
+    }
+    io_uring_cq_advance(&s->ring, seen);
+    return k;
+}
+
+/* Loop thread: the requests in flight were armed by another thread (trap c); end them, so
+ * this one arms its own. */
+static void adopt(struct ewait *s, pthread_t self)
+{
+    if (s->epoll_armed)
+        cancel(s, K_EPOLL);
+    if (atomic_load_explicit(&s->futex_armed, memory_order_relaxed))
+        cancel(s, K_FUTEX);
+    s->epoll_armed = false;
+    atomic_store_explicit(&s->futex_armed, false, memory_order_relaxed);
+    s->gen++;
+    s->armed_by = self;
+}
+
+/* Loop thread: queues the EPOLL_WAIT unless one is in flight (trap b) and, when about to
+ * block on the word, the futex wait. Clears *block when it cannot arm what the block needs. */
+static void arm(struct ewait *s, bool *block)
+{
+    struct io_uring_sqe *sqe;
+    if (!s->epoll_armed && (sqe = io_uring_get_sqe(&s->ring)) != NULL) {
+        evloop__uring_prep_epoll_wait(sqe, s->epfd, s->events, MAX_REPORTS);
+        io_uring_sqe_set_data64(sqe, udata(s, K_EPOLL));
+        s->epoll_armed = true;
+    }
+    if (*block && s->efd < 0 && !atomic_load_explicit(&s->futex_armed, memory_order_relaxed)) {
+        sqe = io_uring_get_sqe(&s->ring);
+        if (sqe) {
+            evloop__uring_prep_futex(sqe, s->word, EVLOOP__SLEEP_WORD);
+            io_uring_sqe_set_data64(sqe, udata(s, K_FUTEX));
+            atomic_store_explicit(&s->futex_armed, true, memory_order_relaxed);
+        }
+        *block = sqe != NULL;
+    }
+    *block = *block && s->epoll_armed;
+}
+
+/* Loop thread: submits what arm() queued and runs this thread's task work; if block, waits
+ * for one CQE, at most timeout_ns (-1: no limit). Relative and in ns: never early. */
+static int enter(struct ewait *s, bool block, int64_t timeout_ns)
+{
+    struct io_uring_cqe *cqe;
+    struct __kernel_timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
+    int r = !block           ? io_uring_submit_and_get_events(&s->ring)
+            : timeout_ns < 0 ? io_uring_submit_and_wait(&s->ring, 1)
+                             : io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
+    return r >= 0 || r == -ETIME || r == -EINTR || r == -EAGAIN || r == -EBUSY ? 0 : r;
+}
+
+static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out, int max)
+{
+    struct ewait *s = state;
+    pthread_t self = pthread_self();
+    if (!pthread_equal(self, s->armed_by))
+        adopt(s, self);
+    max = max < MAX_REPORTS ? max : MAX_REPORTS;
+    uint64_t deadline = evloop__clock_ns() + (uint64_t)(timeout_ns > 0 ? timeout_ns : 0);
+    for (;;) {
+        /* What completed while the loop was away: harvests are stale (trap a). */
+        bool woken = false;
+        s->fresh = false;
+        int k = reap(s, out, 0, max, &woken);
+        /* seq_cst: pairs with the store in ew_wake(). */
+        bool block = timeout_ns != 0 && k == 0 &&
+                     !(atomic_load(&s->wake_pending) && atomic_exchange(&s->wake_pending, false));
+        arm(s, &block);
+        int r = k < 0 ? k : enter(s, block, timeout_ns);
+        woken = !block;
+        s->fresh = true;
+        k = r < 0 ? r : reap(s, out, k, max, &woken);
+        if (k != 0 || woken)
+            return k;
+        /* A timeout, or only an empty harvest: wait again, for what is left of the timeout. */
+        uint64_t now = evloop__clock_ns();
+        if (timeout_ns > 0 && now >= deadline)
+            return 0;
+        timeout_ns = timeout_ns > 0 ? (int64_t)(deadline - now) : timeout_ns;
+    }
+}
+
+static int ew_add(void *state, int fd, uint32_t events, uint64_t tag)
+{
+    struct ewait *s = state;
+    int r = ctl(s, EPOLL_CTL_ADD, fd, to_epoll(events), tag);
+    if (r == 0)
+        s->nactive++;
+    return r;
+}
+
+static int ew_modify(void *state, int fd, uint32_t events, uint64_t tag)
+{
+    return ctl(state, EPOLL_CTL_MOD, fd, to_epoll(events), tag);
+}
+
+static int ew_remove(void *state, int fd)
+{
+    struct ewait *s = state;
+    int r = ctl(s, EPOLL_CTL_DEL, fd, 0, 0);
+    if (s->nactive > 0 && --s->nactive == 0)
+        unpark_futex(s);
+    return r == -EBADF || r == -ENOENT ? 0 : r; /* trap f */
+}
+
+static int ew_wake(void *state)
+{
+    struct ewait *s = state;
+    if (s->efd >= 0) {
+        uint64_t one = 1;
+        /* EAGAIN: the counter is already non-zero, so the loop will wake anyway. */
+        return write(s->efd, &one, sizeof(one)) < 0 && errno != EAGAIN ? -errno : 0;
+    }
+    atomic_store(&s->wake_pending, true); /* seq_cst: pairs with the exchange in ew_wait() */
+    evloop__sleep_wake_word(s->word);
+    return 0;
+}
+
+static void free_state(struct ewait *s)
+{
+    if (s->efd >= 0)
+        close(s->efd);
+    if (s->epfd >= 0)
+        close(s->epfd);
+    free(s);
+}
+
+/* The wake: the loop's word when it can sleep there in the ring, else an eventfd in the set. */
+static int setup_wake(struct ewait *s, unsigned *caps)
+{
+    if (evloop__uring_can_wait_on_word()) {
+        *caps = EVLOOP__CAP_WORD_WAKE;
+        return 0;
+    }
+    *caps = 0;
+    s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return s->efd < 0 ? -errno : ctl(s, EPOLL_CTL_ADD, s->efd, EPOLLIN, WAKE_TAG);
+}
+
+static int ew_init(void **out, _Atomic uint32_t *word, unsigned *caps)
+{
+    int r = evloop__uring_check_epoll_wait();
+    if (r < 0)
+        return r;
+    struct ewait *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->word = word;
+    s->efd = -1;
+    s->armed_by = pthread_self();
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    r = s->epfd < 0 ? -errno : setup_wake(s, caps);
+    if (r == 0)
+        r = evloop__uring_start_ewait(&s->ring, evloop__uring_cq_entries(CQ_ENTRIES));
+    if (r < 0) {
+        free_state(s);
+        return r;
+    }
+    *out = s;
+    return 0;
+}
+
+static void ew_destroy(void *state)
+{
+    struct ewait *s = state;
+    unpark_futex(s); /* trap d */
+    if (s->efd >= 0)
+        ctl(s, EPOLL_CTL_DEL, s->efd, 0, 0); /* trap e */
+    if (s->epoll_armed)
+        cancel(s, K_EPOLL);
+    io_uring_queue_exit(&s->ring);
+    free_state(s);
+}
+
+const struct evloop__backend evloop__uring_ewait = {
+    .name = "io_uring",
+    .init = ew_init,
+    .destroy = ew_destroy,
+    .add = ew_add,
+    .modify = ew_modify,
+    .remove = ew_remove,
+    .wait = ew_wait,
+    .wake = ew_wake,
+};
