@@ -3,8 +3,9 @@
 # needs (apt-get, through sudo when not root), builds Release with both ingress variants
 # and the bench, then runs bench/tournament.py (>= 3 rounds, report in bench/results/).
 #
-#   bench/run_tournament.sh                       full run (about 15 minutes on 2 quiet cores)
-#   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run (about two minutes)
+#   bench/run_tournament.sh                       full run (about 21 minutes on 2 quiet cores,
+#                                                 6 of them the network family)
+#   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run (about two and a half minutes)
 #
 # Further arguments go to tournament.py (--rounds N, --min-time S, --filter RE, --out DIR,
 # --sweep full|lite|none, --no-tuned, --net-options='--rounds 5 --duration 5').
