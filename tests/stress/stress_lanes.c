@@ -1,7 +1,8 @@
 /* The ingress under the conditions per-producer lanes (arena) and the fence-free submit
  * make new (issue 11); both variants run it, so the chunk variant is held to the same bar.
- *  - 1,000 short-lived producer threads, each submitting (single and batch) and exiting:
- *    every task runs exactly once, the arena's lanes are reclaimed, memory stays flat.
+ *  - rounds of 1,000 short-lived producer threads, each submitting (single and batch) and
+ *    exiting: every task runs exactly once, the arena's lanes are reclaimed, memory stays
+ *    flat.
  *  - 8 producers mixing evloop_submit and evloop_submit_batch, in both fence modes:
  *    0 lost, 0 duplicated, per-producer order kept within and across batches.
  *  - a loop freed while its producers live (their lanes cached), who then submit to a new
@@ -28,6 +29,7 @@ static char *g_self; /* argv[0], to re-execute this binary */
 /* ---- 1,000 short-lived producers ---------------------------------------------------- */
 
 #define SHORT_TASKS 24 /* per thread: 8 single submits, then batches of 1, 3, 5, 7 */
+#define ROUNDS 5       /* of `threads` threads each */
 
 struct churn {
     evloop *loop;
@@ -113,39 +115,44 @@ static void test_a_thousand_short_lived_producers_lose_nothing_and_leave_nothing
                                                                .long_asan = 1000,
                                                                .long_tsan = 1000});
     g_churn = (struct churn){.loop = test_loop_new(NULL)};
-    g_churn.runs = calloc(3 * threads * SHORT_TASKS, 1);
-    g_churn.next = calloc(3 * threads, sizeof(*g_churn.next));
+    g_churn.runs = calloc(ROUNDS * threads * SHORT_TASKS, 1);
+    g_churn.next = calloc(ROUNDS * threads, sizeof(*g_churn.next));
     assert_non_null(g_churn.runs);
     assert_non_null(g_churn.next);
     struct test_runner r;
     test_runner_start(&r, g_churn.loop);
-    churn_round(0, threads, 50); /* warms the pools and the caches */
-    size_t before = churn_round(threads, threads, 50);
-    size_t after = churn_round(2 * threads, threads, 50);
+    size_t before = 0, after = 0;
+    for (size_t round = 0; round < ROUNDS; round++) {
+        size_t heap = churn_round(round * threads, threads, 50);
+        if (round == 1)
+            before = heap; /* the pools and caches are warm */
+        after = heap;
+    }
     struct evloop_stats st;
     assert_rc(evloop_stats(g_churn.loop, &st), 0);
     test_runner_stop(&r);
     uint64_t lost = 0, duplicated = 0;
-    for (size_t i = 0; i < 3 * threads * SHORT_TASKS; i++) {
+    for (size_t i = 0; i < ROUNDS * threads * SHORT_TASKS; i++) {
         lost += g_churn.runs[i] == 0;
         duplicated += g_churn.runs[i] > 1 ? g_churn.runs[i] - 1u : 0;
     }
-    printf("# figure: lanes %s.%s (fence %s): 3 x %zu short-lived producers x %d tasks: lost "
+    printf("# figure: lanes %s.%s (fence %s): %d x %zu short-lived producers x %d tasks: lost "
            "%llu, duplicated %llu, order violations %llu; lanes left %llu; heap in use after "
-           "round 2 %zu B, after round 3 %zu B\n",
-           EVLOOP_TEST_VARIANT, st.backend, st.fence, threads, SHORT_TASKS,
+           "round 2 %zu B, after round %d %zu B\n",
+           EVLOOP_TEST_VARIANT, st.backend, st.fence, ROUNDS, threads, SHORT_TASKS,
            (unsigned long long)lost, (unsigned long long)duplicated,
            (unsigned long long)g_churn.order_violations, (unsigned long long)st.lanes, before,
-           after);
+           ROUNDS, after);
     test_loop_free(g_churn.loop);
     free(g_churn.runs);
     free(g_churn.next);
     assert_int_equal(lost, 0);
     assert_int_equal(duplicated, 0);
     assert_int_equal(g_churn.order_violations, 0);
-    /* Flat: a third round of the same churn leaves the heap where the second did, give or
-     * take what a few thread caches and a grown pool hold (64 KiB). */
-    assert_true(after <= before + 64 * 1024);
+    /* Flat: 3 more rounds (3 x threads exits) after the warm ones leave the heap within
+     * 256 KiB: a leak of ~90 bytes per thread would pass it; what pools keep for a burst
+     * (a few dozen 2 KiB blocks when the loop falls behind) does not. */
+    assert_true(after <= before + 256 * 1024);
 }
 
 /* ---- 8 producers mixing single and batch submits, both fence modes ---------------------- */
