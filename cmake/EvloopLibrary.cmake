@@ -7,6 +7,20 @@
 # starts without liburing.so.2, and a consumer's configure never looks for liburing.
 find_package(Threads REQUIRED)
 
+# include/evloop.h's EVLOOP_VERSION_* (and so evloop_version()) must say the project version.
+file(STRINGS ${PROJECT_SOURCE_DIR}/include/evloop.h evloop_version_lines
+     REGEX "^#define EVLOOP_VERSION_(MAJOR|MINOR|PATCH) ")
+set(evloop_header_version)
+foreach(part MAJOR MINOR PATCH)
+    string(REGEX MATCH "EVLOOP_VERSION_${part} ([0-9]+)" evloop_match "${evloop_version_lines}")
+    list(APPEND evloop_header_version "${CMAKE_MATCH_1}")
+endforeach()
+string(REPLACE ";" "." evloop_header_version "${evloop_header_version}")
+if(NOT evloop_header_version STREQUAL PROJECT_VERSION)
+    message(FATAL_ERROR "include/evloop.h says version ${evloop_header_version}, the project "
+                        "${PROJECT_VERSION}: EVLOOP_VERSION_* and project(VERSION) must agree")
+endif()
+
 if(EVLOOP_WAKE STREQUAL "auto")
     if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
         set(EVLOOP_WAKE futex)
@@ -33,6 +47,7 @@ set(EVLOOP_CORE_SOURCES
     src/core/profile.c
     src/core/autotune.c
     src/core/embed.c
+    src/core/signal.c
     src/core/wake_${EVLOOP_WAKE}.c)
 
 set(EVLOOP_BACKENDS)

@@ -294,10 +294,11 @@ EVLOOP_API int evloop_run_once(evloop *loop, int64_t timeout_ns);
 /* A file descriptor for embedding a loop driven by evloop_run_once in another loop (GLib,
  * Qt, an epoll of your own); watch it for reading, never read it. It polls readable while
  * the loop has work ready (a task or microtask submitted, an fd ready, a signal delivered,
- * evloop_stop, a timer started or an fd added from another thread) and stops being readable
- * once evloop_run_once has taken that work; it is not readable while the loop is idle, so
- * wait on it with evloop_backend_timeout_ns() as the timeout. (A wake-up that arrives late
- * can leave it readable once: evloop_run_once then returns 0.) Readable before the first
+ * evloop_stop; from another thread, a timer that becomes the earliest or the first fd
+ * added) and stops being readable once evloop_run_once has taken that work; it is not
+ * readable while the loop is idle, so wait on it with evloop_backend_timeout_ns() as the
+ * timeout. (A wake-up that arrives late can leave it readable once: evloop_run_once then
+ * returns 0.) Readable before the first
  * evloop_run_once; after the loop has terminated it stays readable (evloop_run_once then
  * returns -ESHUTDOWN): take it out of the outer loop before evloop_free, which closes it.
  * The same fd for the loop's life, created on the first call of this or
@@ -345,10 +346,11 @@ enum evloop_hook {
 /* Adds a hook (libuv's prepare and check): cb(arg) runs on the loop thread at every
  * iteration at the point `when` names, hooks in the order added, each followed by the
  * microtasks it queued. Work a PREPARE hook submits keeps the loop from blocking. Hooks do
- * not run after evloop_stop. A hook added by a hook first runs at the next iteration. On the
- * loop thread, or on any thread while no thread runs the loop. Returns 0, -EINVAL (NULL loop
- * or cb, unknown when), -EEXIST (the same when, cb and arg already added), -EBUSY (another
- * thread runs the loop), -ESHUTDOWN (stopped), -ENOMEM. */
+ * not run after evloop_stop and do not keep an auto_exit loop running. A hook added by a
+ * hook first runs at the next iteration. On the loop thread, or on any thread while no
+ * thread runs the loop. Returns 0, -EINVAL (NULL loop or cb, unknown when), -EEXIST (the
+ * same when, cb and arg already added), -EBUSY (another thread runs the loop), -ESHUTDOWN
+ * (stopped), -ENOMEM. */
 EVLOOP_API int evloop_hook_add(evloop *loop, enum evloop_hook when, evloop_cb cb, void *arg);
 
 /* Removes the hook added with the same when, cb and arg: it does not run after this returns

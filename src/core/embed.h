@@ -42,7 +42,8 @@ struct evloop__embed {
      * thread; nsignals: watches of this loop (changed under signal.c's lock). */
     _Atomic uint64_t sig_pending[EVLOOP__SIGNAL_WORDS];
     _Atomic uint32_t nsignals;
-    int sig_keepalive_fd; /* condvar waker only: registered while nsignals > 0 */
+    int sig_keepalive[2];         /* condvar waker only: a pipe, its read end registered while
+                                     nsignals > 0 (signal.c) */
     _Atomic uint64_t signals_run; /* signal callbacks run; only the loop thread writes */
 };
 

@@ -190,8 +190,10 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
 
 static bool nothing_left(evloop *loop)
 {
+    /* A watched signal keeps an auto_exit loop running, as a timer or an fd does. */
     return !evloop__has_work(loop) && !evloop__has_timers(loop) &&
-           atomic_load_explicit(&loop->nfds, memory_order_relaxed) == 0;
+           atomic_load_explicit(&loop->nfds, memory_order_relaxed) == 0 &&
+           !evloop__signals_watched(&loop->embed);
 }
 
 static int run_until_drained(evloop *loop)
@@ -215,10 +217,10 @@ static int run_until_drained(evloop *loop)
     }
 }
 
-EVLOOP_API int evloop_run(evloop *loop)
+/* evloop_run and evloop_run_once (embed.c) enter and leave a run through these: one thread
+ * runs the loop at a time, and that thread is the loop thread until it leaves. */
+int evloop__enter(evloop *loop)
 {
-    if (!loop)
-        return -EINVAL;
     if (atomic_exchange(&loop->running, true))
         return -EBUSY;
     if (atomic_load(&loop->phase) == EVLOOP_TERMINATED) {
@@ -227,12 +229,52 @@ EVLOOP_API int evloop_run(evloop *loop)
     }
     atomic_store_explicit(&loop->owner, (uintptr_t)pthread_self(), memory_order_relaxed);
     atomic_store(&loop->phase, EVLOOP_RUNNING);
-    int err = run_until_drained(loop);
+    evloop__embed_enter(loop);
+    return 0;
+}
+
+/* evloop_run_once between its calls: no loop thread; the loop is AWAKE (not running). */
+void evloop__leave(evloop *loop)
+{
+    atomic_store_explicit(&loop->owner, 0, memory_order_relaxed);
+    atomic_store(&loop->phase, EVLOOP_AWAKE);
+    atomic_store(&loop->running, false);
+}
+
+/* evloop_run_once after its iteration, as run_until_drained() after each tick: the auto_exit
+ * rule, then whether the loop is done (closed, every accepted task run). A step added to
+ * run_until_drained() after the tick belongs here too. */
+bool evloop__drained(evloop *loop)
+{
+    if (loop->auto_exit && nothing_left(loop))
+        evloop_stop(loop);
+    return atomic_load(&loop->closed) && !evloop__has_work(loop);
+}
+
+/* The end of a run: what is still registered is released, each argument through the
+ * release notification (embed.c), then the loop is TERMINATED. On the loop thread. */
+void evloop__terminate(evloop *loop)
+{
+    evloop__release_signals(loop);
     evloop__release_timers(loop);
+    evloop__release_fd_args(loop);
     evloop__release_fds(loop);
+    evloop__release_hooks(loop);
+    evloop__embed_terminated(loop);
     atomic_store_explicit(&loop->owner, 0, memory_order_relaxed);
     atomic_store(&loop->phase, EVLOOP_TERMINATED);
     atomic_store(&loop->running, false);
+}
+
+EVLOOP_API int evloop_run(evloop *loop)
+{
+    if (!loop)
+        return -EINVAL;
+    int r = evloop__enter(loop);
+    if (r < 0)
+        return r;
+    int err = run_until_drained(loop);
+    evloop__terminate(loop);
     return err;
 }
 

@@ -107,11 +107,22 @@ struct evloop {
  * release function could need (it may call any evloop_* but evloop_free). */
 void evloop__released(evloop *loop, void *arg);
 
+/* loop.c: entering and leaving a run (evloop_run, evloop_run_once) */
+int evloop__enter(evloop *loop);
+void evloop__leave(evloop *loop);
+bool evloop__drained(evloop *loop);
+void evloop__terminate(evloop *loop);
+
 /* submit.c */
 bool evloop__on_loop_thread(const evloop *loop);
 
-/* tick.c */
+/* tick.c. evloop__tick = evloop__tick_ready (timers, signals, queues) then
+ * evloop__tick_wait (hooks, poll or sleep at most max_wait_ns, -1: no bound, fd callbacks);
+ * evloop_run_once calls the halves itself, and evloop__park before it returns. */
 int evloop__tick(evloop *loop);
+void evloop__tick_ready(evloop *loop);
+int evloop__tick_wait(evloop *loop, int64_t max_wait_ns);
+void evloop__park(evloop *loop, bool poller);
 bool evloop__has_work(evloop *loop);
 
 /* callback.c: run callbacks, each followed by the microtasks it queued */

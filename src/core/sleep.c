@@ -1,11 +1,34 @@
 /* The sleep protocol (sleep.h): its producer half (notify, kick) and its loop half
  * (announce, cancel, block, finish). tick.c decides when to sleep and re-checks the
  * queues between announce and block; nothing else touches the word. */
+#include <string.h>
+#include <unistd.h>
+
 #include "sleep.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define EVLOOP__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EVLOOP__TSAN 1
+#endif
+#endif
+#ifndef EVLOOP__TSAN
+#define EVLOOP__TSAN 0
+#endif
 
 int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const char **why)
 {
     atomic_init(&s->word, EVLOOP__AWAKE);
+    s->external_fd = -1;
+    /* futex and ulock wake with one syscall; the condvar waker takes a mutex, which a signal
+     * handler must not (evloop__sleep_kick_async). A loop watching a signal then sleeps in
+     * the poller (signal.c). So it does under ThreadSanitizer, which runs a handler only when
+     * its thread next enters a function it intercepts: epoll_wait is one, the futex wait (a
+     * raw syscall) is not, and a loop woken there by a signal could re-check and sleep again
+     * before the handler ran. */
+    s->word_wake_async_safe = strcmp(evloop__waker_name(), "condvar") != 0;
+    s->signals_want_poller = !s->word_wake_async_safe || EVLOOP__TSAN;
     int r = evloop__barrier_choose(fence_request, &s->fence, why);
     if (r < 0)
         return r;
@@ -26,6 +49,12 @@ static void wake(struct evloop__sleep *s, uint32_t was)
     } else if (was == EVLOOP__SLEEP_POLLER) {
         atomic_fetch_add_explicit(&s->poller_wakes, 1, memory_order_relaxed);
         s->backend->wake(s->backend_state);
+    } else if (was == EVLOOP__SLEEP_EXTERNAL) {
+        /* An eventfd (embed.c): its count stays set until evloop_run_once reads it. write(2) is
+         * async-signal-safe, as the futex wake is. EAGAIN: already readable. */
+        uint64_t one = 1;
+        ssize_t n = write(s->external_fd, &one, sizeof(one));
+        (void)n;
     }
 }
 
@@ -64,6 +93,37 @@ void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value)
      * after it, either the loop's re-check sees a producer's publication, or that
      * producer sees this value. */
     evloop__barrier_heavy(s->fence);
+}
+
+void evloop__sleep_park(struct evloop__sleep *s)
+{
+    /* release: a waker whose exchange reads SLEEP_EXTERNAL then sees external_fd, which
+     * embed.c set before the loop thread could park. The heavy barrier is announce's. */
+    atomic_store_explicit(&s->word, EVLOOP__SLEEP_EXTERNAL, memory_order_release);
+    evloop__barrier_heavy(s->fence);
+}
+
+/* kick for a signal handler (signal.c), which may interrupt any thread, the loop's included,
+ * anywhere: only atomics and wake calls that are bare syscalls (futex, ulock, write to an
+ * eventfd, epoll's and io_uring's backend->wake). A SLEEP_WORD on the condvar waker is left
+ * alone: its wake takes a mutex the interrupted thread may hold. signal.c keeps an fd
+ * registered on such a loop while it watches a signal, so that loop never blocks on the word
+ * (the condvar waker offers no CAP_WORD_WAKE, so its poller sleeps are SLEEP_POLLER): its
+ * re-check after announce (tick.c) sees the fd count and cancels such a sleep. A CAS rather
+ * than an exchange, so such a word is never flipped without its wake. */
+void evloop__sleep_kick_async(struct evloop__sleep *s)
+{
+    atomic_fetch_add_explicit(&s->epoch, 1, memory_order_relaxed);
+    evloop__barrier_light(s->fence);
+    uint32_t was = atomic_load_explicit(&s->word, memory_order_relaxed);
+    for (;;) {
+        if (was == EVLOOP__AWAKE || (was == EVLOOP__SLEEP_WORD && !s->word_wake_async_safe))
+            return;
+        /* seq_cst: as the exchange of notify; on failure, was is the value now. */
+        if (atomic_compare_exchange_weak(&s->word, &was, EVLOOP__AWAKE))
+            break;
+    }
+    wake(s, was);
 }
 
 void evloop__sleep_cancel(struct evloop__sleep *s)

@@ -13,6 +13,10 @@
  *                 |                                   | condvar; io_uring's futex wait SQE)
  *   SLEEP_POLLER  | the loop (announce)               | it blocks in the poller: wake it with
  *                 |                                   | backend->wake
+ *   SLEEP_EXTERNAL| the loop (park, at the end of     | no thread runs the loop; an outer
+ *                 | evloop_run_once, embed.c)         | loop polls evloop_backend_fd: wake =
+ *                 |                                   | write external_fd, which makes it
+ *                 |                                   | readable (embed.c, issue 13)
  *
  *   call                    | thread     | does
  *   ------------------------+------------+-----------------------------------------------
@@ -25,7 +29,13 @@
  *                           |            | it, the loop re-checks everything, then blocks
  *   evloop__sleep_cancel    | loop       | the re-check found work: back to AWAKE
  *   evloop__sleep_finish    | loop       | after blocking: AWAKE again; true when a waker
- *                           |            | (not a timeout or an fd) ended the sleep
+ *                           |            | (not a timeout or an fd) ended the sleep; also
+ *                           |            | ends a park when a run starts (embed.c)
+ *   evloop__sleep_park      | loop       | stores SLEEP_EXTERNAL (release), heavy barrier;
+ *                           |            | then the loop re-checks as after announce and, if
+ *                           |            | it finds work, notifies itself (tick.c)
+ *   evloop__sleep_kick_async| a signal   | kick, async-signal-safe: never calls a waker that
+ *                           | handler    | takes a lock (condvar), see the function
  *
  * Invariant: work published before a producer's notify is seen by the loop's re-check,
  * or that producer sees SLEEP_* and wakes the loop. The barrier pair of barrier.h makes
@@ -47,6 +57,7 @@ enum {
     EVLOOP__AWAKE = 0,
     EVLOOP__SLEEP_WORD = 1,
     EVLOOP__SLEEP_POLLER = 2,
+    EVLOOP__SLEEP_EXTERNAL = 3,
 };
 
 struct evloop__sleep {
@@ -56,6 +67,9 @@ struct evloop__sleep {
     struct evloop__waker *waker;
     const struct evloop__backend *backend; /* set once the backend is open */
     void *backend_state;
+    int external_fd; /* SLEEP_EXTERNAL's wake: set once by embed.c before the first park */
+    bool word_wake_async_safe; /* the waker's wake is a bare syscall (not condvar) */
+    bool signals_want_poller;  /* a loop watching a signal should sleep in the poller */
     /* Written by threads that change what the loop waits for, and by wakers. */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t epoch;
     _Atomic uint64_t word_wakes, poller_wakes;
@@ -78,6 +92,15 @@ static inline uint32_t evloop__sleep_epoch(struct evloop__sleep *s)
 }
 
 void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value);
+void evloop__sleep_park(struct evloop__sleep *s);
+void evloop__sleep_kick_async(struct evloop__sleep *s);
+
+/* Any thread: the loop is parked by evloop_run_once and nothing has woken it since. */
+static inline bool evloop__sleep_parked(const struct evloop__sleep *s)
+{
+    /* relaxed: a hint for evloop_backend_timeout_ns; the fd is what the outer loop trusts. */
+    return atomic_load_explicit(&s->word, memory_order_relaxed) == EVLOOP__SLEEP_EXTERNAL;
+}
 void evloop__sleep_cancel(struct evloop__sleep *s);
 void evloop__sleep_block(struct evloop__sleep *s, uint32_t value, int64_t timeout_ns);
 bool evloop__sleep_finish(struct evloop__sleep *s);

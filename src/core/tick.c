@@ -3,7 +3,10 @@
  * within the batch budget, then poll or sleep (spinning first) and run fd callbacks.
  * The microtask queue is drained after every callback (callback.c). prepare_sleep()
  * decides when to sleep and re-checks every queue between the announce and the block of
- * the sleep protocol (sleep.h). */
+ * the sleep protocol (sleep.h). Embedding (issue 13): watched signals run after the
+ * timers, hooks around the wait; evloop_run_once (embed.c) runs the two halves of a tick
+ * itself (evloop__tick_ready, evloop__tick_wait, with a bound on the wait) and parks the
+ * loop with evloop__park() between its calls. */
 #include "loop.h"
 
 #define FENCE_INTERVAL_NS 1000000 /* heavy barriers a busy loop makes for idle lanes */
@@ -192,7 +195,8 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
 
 static bool sleep_cancelled(evloop *loop, uint32_t epoch, bool poller)
 {
-    return evloop__has_work(loop) || atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
+    return evloop__has_work(loop) || evloop__signals_pending(&loop->embed) ||
+           atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
            evloop__sleep_epoch(&loop->sleep) != epoch ||
            (atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0) != poller;
 }
@@ -232,34 +236,86 @@ static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
     return n < 0 ? n : 0;
 }
 
-static int poll_or_sleep(evloop *loop)
+/* The next timer's timeout, bounded by cap_end (a clock time; UINT64_MAX: no bound), which
+ * evloop_run_once's timeout sets. */
+static int64_t wait_timeout(evloop *loop, uint64_t now, uint64_t cap_end)
 {
-    bool stopping = atomic_load_explicit(&loop->stopping, memory_order_relaxed);
+    int64_t timeout = evloop__timer_timeout(loop, now);
+    if (cap_end == UINT64_MAX)
+        return timeout;
+    int64_t left = now >= cap_end ? 0 : (int64_t)(cap_end - now);
+    return timeout < 0 || timeout > left ? left : timeout;
+}
+
+static int wait_for_work(evloop *loop, int64_t max_wait_ns)
+{
     bool poller = atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0;
-    if (stopping)
-        return 0; /* shutdown drains tasks only: no fd callbacks, no timers */
-    if (evloop__has_work(loop))
+    if (evloop__has_work(loop) || evloop__signals_pending(&loop->embed))
         return poller ? evloop__poll_io(loop, 0) : 0;
-    if (loop->auto_exit && !poller && !evloop__has_timers(loop))
+    if (loop->auto_exit && !poller && !evloop__has_timers(loop) &&
+        !evloop__signals_watched(&loop->embed))
         return 0; /* nothing left: evloop_run() stops the loop instead of sleeping */
     uint32_t epoch = evloop__sleep_epoch(&loop->sleep);
-    int64_t timeout = evloop__timer_timeout(loop, evloop__clock_ns());
+    uint64_t now = evloop__clock_ns();
+    uint64_t cap_end = max_wait_ns < 0 ? UINT64_MAX : now + (uint64_t)max_wait_ns;
+    int64_t timeout = wait_timeout(loop, now, cap_end);
     if (timeout == 0)
         return poller ? evloop__poll_io(loop, 0) : 0;
     if (spin_for_work(loop, timeout, epoch))
         return 0;
     if (timeout > 0)
-        timeout = evloop__timer_timeout(loop, evloop__clock_ns());
+        timeout = wait_timeout(loop, evloop__clock_ns(), cap_end);
     return prepare_sleep(loop, timeout, epoch);
+}
+
+/* Waits for work (at most max_wait_ns; -1: no bound but the timers) and runs fd callbacks,
+ * with the PREPARE hooks before and the CHECK hooks after (embed.c). */
+static int poll_or_sleep(evloop *loop, int64_t max_wait_ns)
+{
+    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+        return 0; /* shutdown drains tasks only: no fd callbacks, no timers, no hooks */
+    if (evloop__hooks_any(&loop->embed, EVLOOP_HOOK_PREPARE))
+        evloop__run_hooks(loop, EVLOOP_HOOK_PREPARE);
+    int r = wait_for_work(loop, max_wait_ns);
+    if (evloop__hooks_any(&loop->embed, EVLOOP_HOOK_CHECK))
+        evloop__run_hooks(loop, EVLOOP_HOOK_CHECK);
+    return r;
+}
+
+void evloop__tick_ready(evloop *loop)
+{
+    evloop__count(&loop->stats.ticks, 1);
+    loop->now = evloop__clock_ns();
+    if (!atomic_load_explicit(&loop->stopping, memory_order_relaxed)) {
+        evloop__run_timers(loop);
+        if (evloop__signals_pending(&loop->embed))
+            evloop__run_signals(loop);
+    }
+    run_local(loop);
+    drain_ingress(loop);
+}
+
+int evloop__tick_wait(evloop *loop, int64_t max_wait_ns)
+{
+    return poll_or_sleep(loop, max_wait_ns);
 }
 
 int evloop__tick(evloop *loop)
 {
-    evloop__count(&loop->stats.ticks, 1);
-    loop->now = evloop__clock_ns();
-    if (!atomic_load_explicit(&loop->stopping, memory_order_relaxed))
-        evloop__run_timers(loop);
-    run_local(loop);
-    drain_ingress(loop);
-    return poll_or_sleep(loop);
+    evloop__tick_ready(loop);
+    return evloop__tick_wait(loop, -1);
+}
+
+/* evloop_run_once is about to return with evloop_backend_fd in use: the loop parks on
+ * SLEEP_EXTERNAL, where a producer's notify makes that fd readable (sleep.h). The same
+ * announce and re-check as prepare_sleep(); poller says whether embed.c put the backend's
+ * fd in that fd's set. When the re-check finds anything, the loop notifies itself as a
+ * producer would, so the fd is readable and the outer loop calls evloop_run_once again. */
+void evloop__park(evloop *loop, bool poller)
+{
+    uint32_t epoch = evloop__sleep_epoch(&loop->sleep);
+    evloop__sleep_park(&loop->sleep);
+    ingress_fenced(loop);
+    if (sleep_cancelled(loop, epoch, poller))
+        evloop__sleep_notify(&loop->sleep);
 }

@@ -3,7 +3,8 @@
  * per-slot generation, so a stale id never cancels a reused slot. Deadlines are taken
  * from a fresh CLOCK_MONOTONIC read, so a timer never fires early. Interval timers are
  * re-armed from their previous deadline, not from "now" (missed periods are skipped). Start and
- * cancel are O(log n) in the number of timers; the slab grows by doubling and is reused. */
+ * cancel are O(log n) in the number of timers; the slab grows by doubling and is reused.
+ * evloop_timer_again (issue 13) moves a live timer to a new deadline in place, O(log n). */
 #include <stdlib.h>
 
 #include "loop.h"
@@ -160,6 +161,36 @@ EVLOOP_API int evloop_timer_cancel(evloop *loop, evloop_timer_id id)
     return r;
 }
 
+EVLOOP_API int evloop_timer_again(evloop *loop, evloop_timer_id id, uint64_t delay_ns)
+{
+    if (!loop)
+        return -EINVAL;
+    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+        return -ESHUTDOWN;
+    uint64_t now = evloop__clock_ns();
+    uint64_t deadline = delay_ns >= DEADLINE_MAX - now ? DEADLINE_MAX : now + delay_ns;
+    uint32_t slot = (uint32_t)id, gen = (uint32_t)(id >> 32);
+    int r = -ENOENT;
+    bool is_first = false;
+    pthread_mutex_lock(&loop->timer_lock);
+    if (slot < loop->timers_cap && loop->timers[slot].gen == gen &&
+        loop->timers[slot].heap_idx != NO_HEAP) {
+        struct evloop__timer *t = &loop->timers[slot];
+        t->deadline = deadline;
+        t->order = loop->timer_order++; /* as a new start: after timers due at the same time */
+        sift_down(loop, t->heap_idx);
+        sift_up(loop, t->heap_idx);
+        is_first = t->heap_idx == 0;
+        publish_next_deadline(loop);
+        r = 0;
+    }
+    pthread_mutex_unlock(&loop->timer_lock);
+    /* As in evloop_timer_start: a new earliest deadline must shorten a sleep under way. */
+    if (is_first && !evloop__on_loop_thread(loop))
+        evloop__sleep_kick(&loop->sleep);
+    return r;
+}
+
 /* The next deadline of an interval timer: on its grid (deadline + k * interval), the first
  * one after now. Periods the loop missed are skipped, not run back to back, so a tiny
  * interval cannot hold the loop in run_timers or starve other timers. */
@@ -222,16 +253,26 @@ bool evloop__has_timers(evloop *loop)
     return atomic_load_explicit(&loop->next_deadline, memory_order_relaxed) != UINT64_MAX;
 }
 
+/* At termination: every timer left is dropped, and its argument goes to the release
+ * notification (embed.c), called with the lock released: it may call any evloop_*. */
 void evloop__release_timers(evloop *loop)
 {
-    pthread_mutex_lock(&loop->timer_lock);
-    while (loop->heap_len > 0) {
-        uint32_t slot = loop->heap[0];
-        heap_remove(loop, 0);
-        free_slot(loop, slot);
+    for (;;) {
+        pthread_mutex_lock(&loop->timer_lock);
+        bool any = loop->heap_len > 0;
+        void *arg = NULL;
+        if (any) {
+            uint32_t slot = loop->heap[0];
+            arg = loop->timers[slot].arg;
+            heap_remove(loop, 0);
+            free_slot(loop, slot);
+        }
+        publish_next_deadline(loop);
+        pthread_mutex_unlock(&loop->timer_lock);
+        if (!any)
+            return;
+        evloop__released(loop, arg);
     }
-    publish_next_deadline(loop);
-    pthread_mutex_unlock(&loop->timer_lock);
 }
 
 void evloop__destroy_timers(evloop *loop)

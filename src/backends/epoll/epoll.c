@@ -139,6 +139,13 @@ static int epoll_wake(void *state)
     return write(s->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN ? -errno : 0;
 }
 
+/* The epoll fd itself: readable while a registered fd is ready or the wake eventfd is set
+ * (nested in evloop_backend_fd's epoll set, embed.c). */
+static int epoll_pollable_fd(void *state)
+{
+    return ((struct epoll_state *)state)->epfd;
+}
+
 const struct evloop__backend evloop__backend_epoll = {
     .name = "epoll",
     .init = epoll_init,
@@ -148,4 +155,5 @@ const struct evloop__backend evloop__backend_epoll = {
     .remove = epoll_remove,
     .wait = epoll_wait_events,
     .wake = epoll_wake,
+    .pollable_fd = epoll_pollable_fd,
 };
