@@ -38,6 +38,9 @@ extern "C" {
 #ifdef EVLOOP_PY_WITH_BENCH
 #include "pybench.h"
 #endif
+// EVLOOP_PY_STATS(X): X(name, "comment") for every field of struct evloop_stats, generated
+// from include/evloop.h by src/stats_fields.py at build time.
+#include "evloop_stats_fields.h"
 
 namespace py = pybind11;
 
@@ -591,32 +594,6 @@ PyMethodDef g_fast_methods[] = {
      "submit_batch(tasks): evloop_submit_batch of callables or tuples (fn, *args)."},
 };
 
-// The fields of struct evloop_stats, in order. The build fails when the C struct gains or
-// loses a field and this list does not follow (field_count counts the C struct's fields).
-#define EVLOOP_PY_STATS(X)                                                                   \
-    X(tasks_run) X(microtasks_run) X(timers_fired) X(io_callbacks) X(ticks) X(futex_sleeps)   \
-    X(futex_wakes) X(poller_sleeps) X(poller_wakes) X(spin_hits) X(spin_misses)               \
-    X(spin_preemptions) X(ingress_overflows) X(batch_budget) X(spin_ns) X(backend) X(ingress) \
-    X(fallback) X(profile_loaded) X(fence) X(fence_reason) X(lanes)
-
-struct AnyField {
-    template <class T> operator T() const;
-};
-template <class T, class Seq, class = void> struct BraceInit : std::false_type {};
-template <class T, size_t... I>
-struct BraceInit<T, std::index_sequence<I...>, std::void_t<decltype(T{(void(I), AnyField{})...})>>
-    : std::true_type {};
-template <class T, size_t N = 0> constexpr size_t field_count()
-{
-    if constexpr (BraceInit<T, std::make_index_sequence<N + 1>>::value)
-        return field_count<T, N + 1>();
-    else
-        return N;
-}
-#define EVLOOP_PY_ONE(f) +1
-static_assert(field_count<struct evloop_stats>() == 0 EVLOOP_PY_STATS(EVLOOP_PY_ONE),
-              "struct evloop_stats changed: update EVLOOP_PY_STATS");
-
 py::dict profile_dict(const evloop_profile &p)
 {
     return py::dict(py::arg("version") = p.version, py::arg("ncpu") = p.ncpu,
@@ -711,9 +688,9 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     py::class_<Stats> stats(m, "Stats", py::module_local(),
                             "struct evloop_stats as read-only fields, and py_internal_tasks:\n"
                             "the binding's own tasks, left out of tasks_run.");
-#define EVLOOP_PY_FIELD(f) stats.def_property_readonly(#f, [](const Stats &s) { return s.c.f; });
+#define EVLOOP_PY_FIELD(f, doc) stats.def_property_readonly(#f, [](const Stats &s) { return s.c.f; }, doc);
     EVLOOP_PY_STATS(EVLOOP_PY_FIELD)
-#define EVLOOP_PY_NAME(f) #f,
+#define EVLOOP_PY_NAME(f, doc) #f,
     stats.def_readonly("py_internal_tasks", &Stats::py_internal_tasks);
     stats.attr("_fields") = py::make_tuple(EVLOOP_PY_STATS(EVLOOP_PY_NAME) "py_internal_tasks");
 
