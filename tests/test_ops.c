@@ -422,6 +422,96 @@ static void test_io_add_and_ops_refuse_each_other_per_fd(void **state)
     close_pair(s);
 }
 
+/* A thread adds and removes fd with evloop_io_add/remove while the loop keeps posting
+ * recvs on it (from a task, so there are gaps): each side gets 0 or -EBUSY, never both at
+ * once, and every op posted gets its one callback. */
+struct mix {
+    evloop *loop;
+    int fd;
+    char buf[8];
+    test_counter posted, completed, refused, io_calls;
+    atomic_bool quit, io_has_it;
+    _Atomic int overlaps; /* an op accepted while io_add held the fd */
+};
+
+static void mix_post(void *arg);
+
+static void mix_done(void *arg, int fd, int64_t res)
+{
+    (void)fd;
+    struct mix *m = arg;
+    CHECK(res == -ECANCELED || res > 0);
+    atomic_fetch_add(&m->completed, 1);
+    if (!atomic_load(&m->quit)) {
+        int rc = evloop_submit(m->loop, mix_post, m);
+        CHECK(rc == 0 || rc == -ESHUTDOWN);
+    }
+}
+
+static void mix_post(void *arg)
+{
+    struct mix *m = arg;
+    if (atomic_load(&m->quit))
+        return;
+    int rc = evloop_recv(m->loop, m->fd, m->buf, sizeof m->buf, mix_done, m);
+    if (rc == 0) {
+        if (atomic_load(&m->io_has_it))
+            atomic_fetch_add(&m->overlaps, 1);
+        atomic_fetch_add(&m->posted, 1);
+        evloop_op_cancel(m->loop, m->fd); /* ends it soon: a gap for io_add */
+    } else if (rc != -ESHUTDOWN) { /* the stop may come between quit's read and the call */
+        CHECK_EQ(rc, -EBUSY);
+        atomic_fetch_add(&m->refused, 1);
+        rc = evloop_submit(m->loop, mix_post, m);
+        CHECK(rc == 0 || rc == -ESHUTDOWN);
+    }
+}
+
+static void mix_io(void *arg, int fd, unsigned events)
+{
+    (void)fd;
+    (void)events;
+    atomic_fetch_add(&((struct mix *)arg)->io_calls, 1);
+}
+
+#define MIX_ROUNDS 2000
+
+static void test_io_add_and_remove_racing_ops_on_one_fd_never_hold_it_together(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    struct mix m = {.loop = loop, .fd = s[0]};
+    assert_rc(evloop_submit(loop, mix_post, &m), 0);
+    int added = 0, busy = 0;
+    for (int i = 0; i < TEST_SIZE(MIX_ROUNDS); i++) {
+        int rc = evloop_io_add(loop, s[0], EVLOOP_WRITABLE, mix_io, &m);
+        if (rc == 0) {
+            atomic_store(&m.io_has_it, true);
+            added++;
+            sched_yield();
+            atomic_store(&m.io_has_it, false);
+            assert_rc(evloop_io_remove(loop, s[0]), 0);
+        } else {
+            assert_rc(rc, -EBUSY);
+            busy++;
+        }
+        sched_yield();
+    }
+    atomic_store(&m.quit, true);
+    test_runner_stop(&r);
+    print_message("io_add: %d added, %d refused; ops: %llu posted, %llu refused\n", added, busy,
+                  (unsigned long long)atomic_load(&m.posted),
+                  (unsigned long long)atomic_load(&m.refused));
+    assert_int_equal(atomic_load(&m.overlaps), 0);
+    assert_int_equal(atomic_load(&m.completed), atomic_load(&m.posted));
+    test_loop_free(loop);
+    g_runner = NULL;
+    close_pair(s);
+}
+
 /* ---- bad arguments ---------------------------------------------------------------------- */
 
 static void bad_arguments(bool local)
@@ -871,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_sends_from_two_threads_keep_the_order_of_the_calls),
         cmocka_unit_test(test_a_second_recv_is_refused_while_sends_queue_beside_it),
         cmocka_unit_test(test_io_add_and_ops_refuse_each_other_per_fd),
+        cmocka_unit_test(test_io_add_and_remove_racing_ops_on_one_fd_never_hold_it_together),
         cmocka_unit_test(test_bad_arguments_are_refused_on_the_loop_thread_and_no_callback_runs),
         cmocka_unit_test(
             test_bad_arguments_are_refused_from_another_thread_and_no_callback_runs),
