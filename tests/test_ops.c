@@ -797,6 +797,38 @@ static void test_free_of_a_loop_never_run_completes_its_ops_with_ecanceled(void 
     close_pair(s);
 }
 
+/* A loop driven by evloop_run_once on this thread: ops complete through it, and a stop ends
+ * the pending ones with -ECANCELED before the call that terminates the loop returns. */
+static void test_ops_run_and_stop_through_run_once(void **state)
+{
+    (void)state;
+    evloop *loop = test_loop_new(NULL);
+    int s[2];
+    test_socketpair(s);
+    char buf[4];
+    struct done d, pending;
+    done_init(&d);
+    done_init(&pending);
+    assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &d), 0);
+    assert_true(evloop_run_once(loop, 0) >= 0); /* starts it: nothing to read yet */
+    assert_int_equal(atomic_load(&d.calls), 0);
+    test_write_byte(s[1]);
+    for (int i = 0; i < 1000 && atomic_load(&d.calls) == 0; i++)
+        assert_true(evloop_run_once(loop, 100000000) >= 0);
+    assert_int_equal(atomic_load(&d.calls), 1);
+    assert_int_equal(atomic_load(&d.res), 1);
+    assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &pending), 0);
+    assert_true(evloop_run_once(loop, 0) >= 0);
+    assert_rc(evloop_stop(loop), 0);
+    for (int i = 0; i < 1000 && evloop_state(loop) != EVLOOP_TERMINATED; i++)
+        assert_true(evloop_run_once(loop, 0) >= 0);
+    assert_int_equal(evloop_state(loop), EVLOOP_TERMINATED);
+    assert_int_equal(atomic_load(&pending.calls), 1);
+    assert_int_equal(atomic_load(&pending.res), -ECANCELED);
+    test_loop_free(loop);
+    close_pair(s);
+}
+
 static void test_a_pending_op_keeps_an_auto_exit_loop_running(void **state)
 {
     (void)state;
@@ -974,6 +1006,7 @@ int main(void)
             test_stop_with_ops_pending_completes_them_with_ecanceled_before_run_returns),
         cmocka_unit_test(test_callbacks_run_by_stop_cannot_post_new_ops),
         cmocka_unit_test(test_free_of_a_loop_never_run_completes_its_ops_with_ecanceled),
+        cmocka_unit_test(test_ops_run_and_stop_through_run_once),
         cmocka_unit_test(test_a_pending_op_keeps_an_auto_exit_loop_running),
         cmocka_unit_test(test_a_peer_reset_mid_send_fails_the_pending_sends),
         cmocka_unit_test(test_ops_survive_a_signal_storm_on_the_loop_thread),

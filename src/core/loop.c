@@ -248,6 +248,8 @@ bool evloop__drained(evloop *loop)
 {
     if (loop->auto_exit && nothing_left(loop))
         evloop_stop(loop);
+    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+        evloop__ops_stop(loop); /* as in run_until_drained() */
     return atomic_load(&loop->closed) && !evloop__has_work(loop);
 }
 
