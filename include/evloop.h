@@ -80,8 +80,9 @@ struct evloop_stats {
     const char *fence;          /* "membarrier" or "seq_cst": chosen at evloop_new, fixed */
     const char *fence_reason;   /* "" for membarrier; else why producers fence (asked for,
                                    membarrier refused, a ThreadSanitizer build) */
-    uint64_t lanes;             /* arena: producer lanes of the external queue now (one per
-                                   thread that submitted and has not exited); chunk: 0 */
+    uint64_t lanes;             /* arena: producer lanes of the external queue now: one per
+                                   thread that submitted, until the loop has drained and
+                                   reclaimed it after the thread exited; chunk: 0 */
     const char *backend_reason; /* why this backend ("config.backend", "EVLOOP_BACKEND",
                                    "profile: ...", "auto: ...") and which implementation of it
                                    runs (io_uring: "readiness through IORING_OP_EPOLL_WAIT" or

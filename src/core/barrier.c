@@ -14,6 +14,7 @@
 
 #include "barrier.h"
 #include "common.h"
+#include "error.h"
 
 #if defined(__linux__)
 #include <linux/membarrier.h>
@@ -54,7 +55,9 @@ void evloop__barrier_heavy(unsigned fence)
 {
 #if defined(HAVE_MEMBARRIER) && !defined(UNDER_TSAN)
     if (fence == EVLOOP__FENCE_MEMBARRIER) {
-        /* Cannot fail once registered (the choice checked it); a full barrier here too. */
+        /* Cannot fail once the process is registered (the choice checked it, and fork
+         * keeps the registration); a seccomp filter installed after a loop chose
+         * membarrier would break the handshake: install filters before evloop_new. */
         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
         return;
     }
@@ -80,14 +83,16 @@ int evloop__barrier_choose(const char *request, unsigned *fence, const char **wh
         return 0;
     }
     if (want && *want && !names(want, "auto") && !names(want, "membarrier"))
-        return -EINVAL;
+        return evloop__error_set(-EINVAL, "%s \"%s\": unknown fence (auto, membarrier, seq_cst)",
+                                 from_env ? "EVLOOP_FENCE" : "config.fence", want);
     pthread_once(&register_once, register_membarrier);
     if (!register_failure) {
         *fence = EVLOOP__FENCE_MEMBARRIER;
         return 0;
     }
     if (names(want, "membarrier"))
-        return -ENOTSUP;
+        return evloop__error_set(-ENOTSUP, "%s membarrier: %s",
+                                 from_env ? "EVLOOP_FENCE" : "config.fence", register_failure);
     *fence = EVLOOP__FENCE_SEQ_CST;
     *why = register_failure;
     return 0;

@@ -52,7 +52,7 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg);
 
 /* All n tasks (n >= 1, every cb non-NULL), in order, with one publication; all accepted
  * or none. Returns as _push. */
-int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__task *tasks,
+int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
                                size_t n);
 
 /* Moves up to max tasks into out; returns how many. Each producer's tasks come oldest

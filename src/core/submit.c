@@ -16,7 +16,7 @@ bool evloop__on_loop_thread(const evloop *loop)
  * before the queues are closed, and close orders it before the refusal), so a later push
  * to another queue of the same loop is refused too. */
 static int push_and_notify(evloop *loop, struct evloop__ingress *q,
-                           const struct evloop__task *tasks, size_t n)
+                           const struct evloop_task *tasks, size_t n)
 {
     /* acquire: pairs with the seq_cst exchange of stopping in evloop_stop(). */
     if (atomic_load_explicit(&loop->stopping, memory_order_acquire))
@@ -38,7 +38,7 @@ static int submit_to(evloop *loop, struct evloop__taskq *local, struct evloop__i
             return -ESHUTDOWN;
         return evloop__taskq_push(local, cb, arg);
     }
-    struct evloop__task t = {cb, arg};
+    struct evloop_task t = {cb, arg};
     return push_and_notify(loop, q, &t, 1);
 }
 
@@ -74,9 +74,7 @@ EVLOOP_API int evloop_submit_batch(evloop *loop, const struct evloop_task *tasks
         return 0;
     if (evloop__on_loop_thread(loop))
         return push_local_batch(loop, tasks, n);
-    /* struct evloop_task and struct evloop__task are the same {cb, arg} pair. */
-    _Static_assert(sizeof(struct evloop_task) == sizeof(struct evloop__task), "task layout");
-    return push_and_notify(loop, loop->external, (const struct evloop__task *)tasks, n);
+    return push_and_notify(loop, loop->external, tasks, n);
 }
 
 EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg)
@@ -93,6 +91,6 @@ EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg)
      * spawned by work that was accepted, and shutdown runs all of that. */
     if (evloop__on_loop_thread(loop))
         return evloop__taskq_push(&loop->micro, cb, arg);
-    struct evloop__task t = {cb, arg};
+    struct evloop_task t = {cb, arg};
     return push_and_notify(loop, loop->remote_micro, &t, 1);
 }

@@ -72,10 +72,10 @@ static void *work(void *arg)
             sem_post(&w->done);
             return NULL; /* the lane's destructor runs as this thread ends */
         }
-        struct evloop__task batch[MAX_BATCH];
+        struct evloop_task batch[MAX_BATCH];
         unsigned n = w->op == OP_PUSH ? 1 : w->batch;
         for (unsigned i = 0; i < n; i++)
-            batch[i] = (struct evloop__task){
+            batch[i] = (struct evloop_task){
                 task, (void *)(uintptr_t)((uint64_t)w->id << 32 | (g_sent[w->id] + i))};
         w->result = n == 1 ? evloop__ingress_push(g_q, batch[0].cb, batch[0].arg)
                            : evloop__ingress_push_batch(g_q, batch, n);

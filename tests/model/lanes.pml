@@ -46,8 +46,8 @@
  *       no held lane, and returns; the push then announces and returns 0, and its task is
  *       never run. The fix: clear busy after the announce, so once close has returned every
  *       accepted task is in a lane the loop holds or on the announce stack.
- * -DDRAIN_ON_LOST_CAS -DBROKEN_EXIT_NO_NOTIFY is another fix for the first flaw (drain on a
- *       lost CAS instead of the exit's wake), for the record: must pass.
+ *   -DBROKEN_LET_GO  the consumer drops a lane from its work list when its CAS loses, and
+ *       nothing waits for the winner's push: with close, the loop can end first (see let_go).
  *
  * Variants (tests/model/CMakeLists.txt runs each):
  *   (default)                       membarrier mode: must pass
@@ -61,7 +61,8 @@
  *   -DBROKEN_RECLAIM_ON_PROBATION   a probation lane found empty and orphaned is reclaimed
  *                                   without taking announced back first: the exiting thread
  *                                   then announces a reclaimed lane: must fail
- *   -DBROKEN_EXIT_NO_NOTIFY, -DCLOSE_BUSY_BEFORE_ANNOUNCE (with -DWITH_CLOSE): above, must fail
+ *   -DBROKEN_EXIT_NO_NOTIFY and -DBROKEN_LET_GO together (arena.c as first written),
+ *   -DBROKEN_LET_GO with close, -DCLOSE_BUSY_BEFORE_ANNOUNCE (with -DWITH_CLOSE): must fail
  * Sizes: -DNTASKS0=, -DNTASKS1=, -DBUFSZ= (defaults 2, 1, 3; 1, 1, 3 with close). */
 
 #ifndef NTASKS0
@@ -109,6 +110,7 @@
 #define OFF 0
 #define ACT 1
 #define PROB 2
+#define HAND 3 /* the consumer lost its CAS: kept in the work list until taken */
 
 /* recheck() */
 #define STILL 0
@@ -338,17 +340,18 @@ inline reclaim_if_orphaned(l, ok) {
 }
 
 /* The consumer lost the CAS on `announced`: whoever won pushes the lane on the announce
- * stack and then notifies (a push, and lane_orphan() since arena.c's fix), so the lane is
- * dropped undrained, as arena.c does. -DDRAIN_ON_LOST_CAS is the other possible fix: drain
- * what is there before letting go (the winner's exchange released every tail store the
- * lane will ever get, and the failed CAS read it). */
+ * stack (and notifies). arena.c keeps the lane in the work list as HANDED, drained like an
+ * ACTIVE one but never settled or reclaimed, until the push arrives: its tasks stay where
+ * the sleep re-check and the final drain look. -DBROKEN_LET_GO drops it from the work list
+ * instead (arena.c as first written): a stop can then end the loop before the exiting
+ * thread's push, with the lane's last task never run (found by the review of issue 11 with
+ * -DWITH_CLOSE -DNTASKS0=2 -DNTASKS1=0). */
 inline let_go(l) {
-#ifdef DRAIN_ON_LOST_CAS
-    t = mem[TAIL(l)];
-    assert(t >= head[l]);
-    head[l] = t;
-#endif
+#ifndef BROKEN_LET_GO
+    st[l] = HAND
+#else
     st[l] = OFF
+#endif
 }
 
 /* settle(): an ACTIVE lane found empty. */
@@ -391,7 +394,11 @@ inline recheck(l, r) {
 #endif
         cas_announce(l, ok);
         if
+#ifndef BROKEN_LET_GO
+        :: !ok -> let_go(l); r = NOW_ACTIVE
+#else
         :: !ok -> let_go(l); r = GONE
+#endif
         :: else ->
             st[l] = ACT;
             reclaim_if_orphaned(l, ok);
@@ -429,7 +436,7 @@ inline take_announced() {
 /* One lane's turn in evloop__ingress_drain(). */
 inline drain_lane(l) {
     if
-    :: st[l] == ACT -> r = NOW_ACTIVE
+    :: st[l] == ACT || st[l] == HAND -> r = NOW_ACTIVE
     :: st[l] == PROB -> recheck(l, r)
     :: else -> r = STILL
     fi;
@@ -439,7 +446,7 @@ inline drain_lane(l) {
         assert(t >= head[l]);           /* (b) never drained twice */
         head[l] = t;
         t = mem[TAIL(l)];               /* lane_is_empty() */
-        if :: t == head[l] -> settle(l) :: else -> skip fi
+        if :: t == head[l] && st[l] == ACT -> settle(l) :: else -> skip fi
     :: else -> skip
     fi;
     d_step { t = 0; o = 0; r = 0; ok = false }

@@ -54,7 +54,11 @@
 #define SEG_TASKS 128
 #define PROBATION_FENCE 8 /* lanes on probation before the loop is asked for a barrier */
 
-enum { OFF_LIST, ACTIVE, PROBATION }; /* lane.state: where the consumer holds it */
+/* HANDED: the consumer lost its CAS of announced to a producer or to lane_orphan(), which
+ * will push the lane on the announce stack. The lane stays in the work list, drained like an
+ * ACTIVE one but never settled or reclaimed, until take_announced() finds it on the stack and
+ * makes it ACTIVE: its tasks stay where the sleep re-check and the final drain see them. */
+enum { OFF_LIST, ACTIVE, PROBATION, HANDED }; /* lane.state: where the consumer holds it */
 
 struct seg {
     struct seg *next; /* set before the tail store that covers its first task */
@@ -103,7 +107,25 @@ struct evloop__ingress {
 /* ---- lanes' lifetime ---- */
 
 static pthread_mutex_t registry = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static _Atomic uint64_t next_queue_id = 1;
+
+/* A fork while another thread holds the registry (exiting, or freeing a queue) would leave
+ * the child's copy locked for good, and the child may make loops of its own. */
+static void registry_lock(void)
+{
+    pthread_mutex_lock(&registry);
+}
+
+static void registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry);
+}
+
+static void hold_registry_across_fork(void)
+{
+    pthread_atfork(registry_lock, registry_unlock, registry_unlock);
+}
 
 static void lane_put(struct lane *l)
 {
@@ -334,6 +356,7 @@ static inline struct lane *my_lane(struct evloop__ingress *q)
 int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence,
                         void (*notify)(void *), void *notify_arg)
 {
+    pthread_once(&atfork_once, hold_registry_across_fork);
     size_t nseg = capacity / SEG_TASKS < 2 ? 2 : capacity / SEG_TASKS;
     struct evloop__ingress *q = aligned_alloc(EVLOOP_CACHELINE, sizeof(*q));
     struct seg *arena = calloc(nseg, sizeof(*arena));
@@ -428,7 +451,7 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
     return 0;
 }
 
-int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__task *tasks,
+int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
                                size_t n)
 {
     struct lane *l = my_lane(q);
@@ -501,8 +524,9 @@ static void take_announced(struct evloop__ingress *q)
         l = next;
     }
     for (l = fifo; l; l = l->next_announce) {
-        if (l->state == PROBATION) { /* the producer re-announced it before we re-checked */
-            q->on_probation--;
+        if (l->state == PROBATION || l->state == HANDED) { /* already in the work list */
+            if (l->state == PROBATION)
+                q->on_probation--;
             l->state = ACTIVE;
         } else {
             work_append(q, l, ACTIVE);
@@ -562,8 +586,10 @@ static void settle(struct evloop__ingress *q, struct lane *l)
     /* announced before tail: pairs with the producer's fence in end_push(). */
     atomic_thread_fence(memory_order_seq_cst);
     bool orphaned = atomic_load_explicit(&l->orphaned, memory_order_acquire);
-    if ((lane_is_empty(l) && !orphaned) || !reclaim_announce(l))
+    if (lane_is_empty(l) && !orphaned)
         work_remove(q, l);
+    else if (!reclaim_announce(l))
+        l->state = HANDED; /* its announcer pushes it; keep draining it until then */
     else
         reclaim_if_orphaned(q, l); /* or it stays ACTIVE */
 }
@@ -578,8 +604,9 @@ static enum recheck recheck(struct evloop__ingress *q, struct lane *l)
     if (lane_is_empty(l) && !orphaned)
         return STILL_PROBATION;
     if (!reclaim_announce(l)) {
-        work_remove(q, l);
-        return GONE;
+        q->on_probation--;
+        l->state = HANDED; /* its announcer pushes it; keep draining it until then */
+        return NOW_ACTIVE;
     }
     q->on_probation--;
     l->state = ACTIVE;
@@ -614,14 +641,17 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
     while (l && n < max) {
         struct lane *next = l->next_work;
         bool last_one = l == stop;
-        bool active = l->state == ACTIVE || (l->state == PROBATION && recheck(q, l) == NOW_ACTIVE);
+        bool active = l->state == ACTIVE || l->state == HANDED ||
+                      (l->state == PROBATION && recheck(q, l) == NOW_ACTIVE);
         if (active) {
             n += drain_lane(q, l, out + n, max - n);
             if (lane_is_empty(l)) {
-                settle(q, l);
+                if (l->state == ACTIVE)
+                    settle(q, l);
             } else if (l != q->work_tail) { /* round robin: the rest waits behind others */
+                uint32_t state = l->state;
                 work_remove(q, l);
-                work_append(q, l, ACTIVE);
+                work_append(q, l, state);
             }
         }
         if (last_one)

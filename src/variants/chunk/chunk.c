@@ -124,7 +124,7 @@ static struct chunk *tail_with_room(struct evloop__ingress *q)
     return c && c->count < CHUNK_TASKS ? c : append_chunk(q);
 }
 
-int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__task *tasks,
+int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
                                size_t n)
 {
     pthread_mutex_lock(&q->mu);
@@ -146,7 +146,7 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop__t
     for (size_t i = 0; i < n; i++) {
         if (c->count == CHUNK_TASKS)
             c = c->next;
-        c->tasks[c->count++] = tasks[i];
+        c->tasks[c->count++] = (struct evloop__task){tasks[i].cb, tasks[i].arg};
     }
     /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
     atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + n,
