@@ -14,6 +14,7 @@
 #define OP_CACHE_MAX 256           /* completed ops the loop thread keeps for reuse */
 #define REAP_WAIT_NS 100000000     /* stop: one wait for native results, 100 ms */
 #define REAP_GIVE_UP_NS 10000000000 /* stop: native results missing this long: abandoned */
+#define SIM_SEND_MAX 1000           /* native-sim: bytes a send start writes at most */
 
 struct cancel_req {
     evloop *loop;
@@ -52,17 +53,29 @@ static bool stopping(evloop *loop)
     return atomic_load_explicit(&loop->stopping, memory_order_relaxed);
 }
 
-/* Under io_lock: native ops when the backend has them, unless $EVLOOP_OPS=emulate (for
- * comparing both on one backend). Decided once per loop, at its first op. */
-static bool native(evloop *loop)
+/* Under io_lock: native ops when the backend has them, unless $EVLOOP_OPS says "emulate"
+ * (to compare both on one backend) or "native-sim" (tests). Decided once per loop, at its
+ * first op. */
+static void decide_mode(evloop *loop)
 {
     struct evloop__ops *o = &loop->ops;
-    if (o->native == 0) {
-        const char *env = getenv("EVLOOP_OPS");
-        bool emulate = env && strcmp(env, "emulate") == 0;
-        o->native = loop->backend->op_start && loop->backend->op_cancel && !emulate ? 1 : -1;
+    if (o->mode != EVLOOP__OPS_UNDECIDED)
+        return;
+    const char *env = getenv("EVLOOP_OPS");
+    bool has = loop->backend->op_start && loop->backend->op_cancel;
+    if (env && strcmp(env, "native-sim") == 0) {
+        o->mode = EVLOOP__OPS_NATIVE_SIM;
+        o->send_cap = SIM_SEND_MAX;
+    } else {
+        o->mode = has && !(env && strcmp(env, "emulate") == 0) ? EVLOOP__OPS_NATIVE
+                                                                : EVLOOP__OPS_EMULATED;
     }
-    return o->native > 0;
+}
+
+/* The emulation runs below (registrations to settle): every mode but a real native one. */
+static bool emulated_below(const struct evloop__ops *o)
+{
+    return o->mode != EVLOOP__OPS_NATIVE;
 }
 
 /* Under io_lock: makes room for fd in the table. */
@@ -141,7 +154,7 @@ static void after_callback(evloop *loop, struct evloop__op *op)
     o->live--;
     bool switched = false;
     if (f->pending == 0) {
-        if (o->native < 0)
+        if (emulated_below(o))
             evloop__emu_settle(loop, f, op->fd);
         switched = recount(loop, f);
     }
@@ -195,34 +208,93 @@ static void schedule_done(evloop *loop)
 
 /* ---- starting ops --------------------------------------------------------------------- */
 
+/* ---- native-sim: the native contract over the emulation (tests) ---------------------------- */
+
+/* Loop thread, under io_lock: op's report, held back for the next wait(). */
+static void sim_queue(evloop *loop, struct evloop__op *op, int64_t res)
+{
+    struct evloop__ops *o = &loop->ops;
+    op->res = res;
+    op->flags |= EVLOOP__OPF_REPORTED;
+    op->report_next = NULL;
+    if (o->sim_tail)
+        o->sim_tail->report_next = op;
+    else
+        o->sim_head = op;
+    o->sim_tail = op;
+}
+
+void evloop__emu_result(evloop *loop, struct evloop__op *op, int64_t res)
+{
+    if (loop->ops.mode == EVLOOP__OPS_NATIVE_SIM)
+        sim_queue(loop, op, res);
+    else
+        evloop__ops_result(loop, op, res);
+}
+
+int evloop__ops_sim_wait(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev, int max)
+{
+    struct evloop__ops *o = &loop->ops;
+    /* The queue is the loop thread's, changed under io_lock by that same thread; the lock
+     * is for the ops' flags, which other threads' cancels mark. */
+    int n = loop->backend->wait(loop->backend_state, o->sim_head ? 0 : timeout_ns, ev, max);
+    if (n < 0)
+        return n;
+    pthread_mutex_lock(&loop->io_lock);
+    while (n < max && o->sim_head) {
+        struct evloop__op *op = o->sim_head;
+        o->sim_head = op->report_next;
+        if (!o->sim_head)
+            o->sim_tail = NULL;
+        op->flags &= (uint8_t)~EVLOOP__OPF_REPORTED;
+        ev[n++] = (struct evloop__io_event){(uint64_t)(uintptr_t)op, EVLOOP__EV_OP, op->res};
+    }
+    pthread_mutex_unlock(&loop->io_lock);
+    return n;
+}
+
+/* ---- starting ops --------------------------------------------------------------------- */
+
 static int provider_start(evloop *loop, struct evloop__ofd *f, struct evloop__op *op,
                           int64_t *res)
 {
+    struct evloop__ops *o = &loop->ops;
     int r;
-    if (loop->ops.native > 0) {
+    if (o->mode == EVLOOP__OPS_NATIVE) {
         size_t off = op->kind == EVLOOP__OP_SEND ? op->done : 0;
         struct evloop__op_desc d = {op->kind, op->fd, op->buf ? op->buf + off : NULL,
                                     op->len - off};
         r = loop->backend->op_start(loop->backend_state, op, &d);
-        if (r == 0)
-            loop->ops.inflight++;
+    } else if (o->mode == EVLOOP__OPS_NATIVE_SIM) {
+        r = evloop__emu_start(loop, f, op, res);
+        if (r == 1)
+            sim_queue(loop, op, *res); /* never from op_start itself: from the next wait */
+        r = r < 0 ? r : 0;
     } else {
         r = evloop__emu_start(loop, f, op, res);
     }
     if (r == 0)
         op->flags |= EVLOOP__OPF_STARTED;
+    if (r == 0 && o->mode != EVLOOP__OPS_EMULATED)
+        o->inflight++;
     return r;
 }
 
 /* Asks the provider to end a started op. 1: it ended now; 0: its result comes later. */
 static int provider_cancel(evloop *loop, struct evloop__ofd *f, struct evloop__op *op)
 {
+    struct evloop__ops *o = &loop->ops;
     if (op->flags & EVLOOP__OPF_CANCELLED)
         return 0;
-    if (loop->ops.native < 0)
+    if (o->mode == EVLOOP__OPS_EMULATED)
         return evloop__emu_cancel(loop, f, op);
     op->flags |= EVLOOP__OPF_CANCELLED;
-    loop->backend->op_cancel(loop->backend_state, op); /* the result comes anyway */
+    if (o->mode == EVLOOP__OPS_NATIVE) {
+        loop->backend->op_cancel(loop->backend_state, op); /* the result comes anyway */
+    } else if (!(op->flags & EVLOOP__OPF_REPORTED)) {
+        evloop__emu_cancel(loop, f, op);
+        sim_queue(loop, op, -ECANCELED);
+    }
     return 0;
 }
 
@@ -364,9 +436,9 @@ static int link_op(evloop *loop, struct evloop__op *op, struct evloop__ofd **out
     if ((r = reserve(o, op->fd)) < 0)
         return r;
     f = &o->fds[op->fd];
-    if (unsure && o->native < 0)
+    if (unsure && emulated_below(o))
         evloop__emu_settle(loop, f, op->fd);
-    native(loop);
+    decide_mode(loop);
     if (op->kind == EVLOOP__OP_ACCEPT) {
         f->accept = op;
     } else if (op->kind == EVLOOP__OP_RECV) {
@@ -601,7 +673,7 @@ int evloop__ops_claim_fd(evloop *loop, int fd)
      * the number may already name a new file (closed in such a callback, reopened). */
     if (has_linked(f))
         return -EBUSY;
-    if (loop->ops.native < 0)
+    if (emulated_below(&loop->ops))
         evloop__emu_settle(loop, f, fd);
     /* No kick for a switch to 0 here: evloop_io_add counts fd in again under the same lock. */
     recount(loop, f);
@@ -617,7 +689,7 @@ static void reap_native(evloop *loop)
     struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
     uint64_t last = evloop__clock_ns();
     while (loop->ops.inflight > 0 && evloop__clock_ns() - last < REAP_GIVE_UP_NS) {
-        int n = loop->backend->wait(loop->backend_state, REAP_WAIT_NS, ev, EVLOOP__IO_EVENTS_MAX);
+        int n = evloop__wait_io(loop, REAP_WAIT_NS, ev);
         if (n < 0)
             return;
         pthread_mutex_lock(&loop->io_lock);

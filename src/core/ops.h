@@ -36,10 +36,12 @@ enum {
     EVLOOP__OPF_TASK = 8u,      /* a start task (call from another thread) points at it */
     EVLOOP__OPF_DONE = 16u,     /* unlinked, on the done list or delivered */
     EVLOOP__OPF_DELIVERED = 32u, /* its callback has run */
+    EVLOOP__OPF_REPORTED = 64u,  /* native-sim: its report waits for the next wait() */
 };
 
 struct evloop__op {
     struct evloop__op *next; /* in the send FIFO, then on the done list */
+    struct evloop__op *report_next; /* native-sim: in the queue of held-back reports */
     evloop *loop;
     evloop_op_cb cb;
     void *arg;
@@ -71,14 +73,27 @@ struct evloop__ops {
     struct evloop__ofd *fds;
     int cap;
     uint32_t live;   /* ops of every fd whose callback has not run yet */
-    int native;      /* 0: not decided yet, 1: the backend's op_start, -1: the emulation */
+    int mode;          /* EVLOOP__OPS_*: decided at the loop's first op */
     uint32_t inflight; /* native ops started whose result has not come back (loop thread) */
+    size_t send_cap;   /* the emulation writes at most this per start (native-sim), 0: all */
     /* The loop thread alone. */
     struct evloop__op *done, *done_tail; /* completed, callbacks to run, in order */
     bool done_task;  /* a delivery task is queued */
     bool delivering; /* a caller up the stack runs the done list before returning */
     struct evloop__op *cache;
     unsigned ncache;
+    struct evloop__op *sim_head, *sim_tail; /* native-sim: reports for the next wait() (loop
+                                               thread, changed under io_lock) */
+};
+
+/* Who runs a loop's ops. NATIVE_SIM ($EVLOOP_OPS=native-sim, for tests) takes the core's
+ * native path (op_start/op_cancel, results as reports of wait(), short sends restarted) with
+ * the emulation underneath, so that path is tested on every backend. */
+enum {
+    EVLOOP__OPS_UNDECIDED = 0,
+    EVLOOP__OPS_NATIVE,     /* the backend's op_start / op_cancel */
+    EVLOOP__OPS_EMULATED,   /* ops_emulate.c */
+    EVLOOP__OPS_NATIVE_SIM, /* the native contract over ops_emulate.c */
 };
 
 /* loop.c: on the loop thread once the loop is stopping (after every tick): every pending op
@@ -111,5 +126,11 @@ bool evloop__emu_settle(evloop *loop, struct evloop__ofd *f, int fd);
 
 /* Under io_lock, loop thread: the result of a started op (from a provider). */
 void evloop__ops_result(evloop *loop, struct evloop__op *op, int64_t res);
+/* The same, from the emulation: held back as a report in native-sim mode. */
+void evloop__emu_result(evloop *loop, struct evloop__op *op, int64_t res);
+
+/* io.c, loop thread, when native-sim holds reports back: wait() of the backend without
+ * blocking, plus those reports. */
+int evloop__ops_sim_wait(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev, int max);
 
 #endif

@@ -97,10 +97,12 @@ static int try_recv(struct evloop__op *op, int64_t *res)
 
 /* Writes what is left of the current start (buf + done, from emu_off on) until it is all
  * written or the socket is full. *res: the bytes written by this start, or an error. */
-static int try_send(struct evloop__op *op, int64_t *res)
+static int try_send(struct evloop__op *op, size_t cap, int64_t *res)
 {
     const char *base = op->buf + op->done;
     size_t want = op->len - op->done;
+    if (cap && want > cap)
+        want = cap;
     while (op->emu_off < want) {
         size_t chunk = want - op->emu_off > SSIZE_MAX ? SSIZE_MAX : want - op->emu_off;
         ssize_t n = send(op->fd, base + op->emu_off, chunk, SEND_FLAGS);
@@ -189,7 +191,7 @@ int evloop__emu_start(evloop *loop, struct evloop__ofd *f, struct evloop__op *op
         return r ? r : wait_in(loop, f, op, &f->w_recv, EVLOOP_READABLE);
     default:
         op->emu_off = 0;
-        r = try_send(op, res);
+        r = try_send(op, loop->ops.send_cap, res);
         return r ? r : wait_in(loop, f, op, &f->w_send, EVLOOP_WRITABLE);
     }
 }
@@ -214,13 +216,13 @@ static void retry(evloop *loop, struct evloop__ofd *f, struct evloop__op **slot)
     int64_t res = 0;
     int done = op->kind == EVLOOP__OP_ACCEPT ? try_accept(op->fd, &res)
                : op->kind == EVLOOP__OP_RECV ? try_recv(op, &res)
-                                             : try_send(op, &res);
+                                             : try_send(op, loop->ops.send_cap, &res);
     if (op->kind != EVLOOP__OP_SEND)
         f->drained = !done || (res >= 0 && op->kind == EVLOOP__OP_RECV && (size_t)res < op->len);
     if (!done)
         return;
     *slot = NULL;
-    evloop__ops_result(loop, op, res);
+    evloop__emu_result(loop, op, res);
 }
 
 void evloop__emu_ready(evloop *loop, uint64_t tag, uint32_t events)

@@ -464,5 +464,12 @@ int main(void)
         cmocka_unit_test(test_stop_at_a_random_moment_under_load_ends_every_op_once),
     };
     test_require_backend();
-    return cmocka_run_group_tests_name("stress_ops", tests, NULL, NULL);
+    const char *mode = getenv("EVLOOP_OPS");
+    if (mode && *mode)
+        return cmocka_run_group_tests_name("stress_ops", tests, NULL, NULL);
+    /* The backend's own way, then the core's native path over the emulation (test_ops.c). */
+    int failed = cmocka_run_group_tests_name("stress_ops", tests, NULL, NULL);
+    setenv("EVLOOP_OPS", "native-sim", 1);
+    failed += cmocka_run_group_tests_name("stress_ops, EVLOOP_OPS=native-sim", tests, NULL, NULL);
+    return failed;
 }
