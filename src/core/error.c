@@ -44,8 +44,8 @@ EVLOOP_API const char *evloop_strerror(int err)
     case -ENOTSUP: return "the requested backend does not exist or cannot start here";
     case -EBADF: return "not a valid open file descriptor";
     case -EEXIST: return "file descriptor already registered";
-    case -ENOENT: return "no such file descriptor, timer or profile file (after evloop_new, evloop_last_error() names the file)";
-    case -EBUSY: return "the loop is running";
+    case -ENOENT: return "no such file descriptor, timer, pending operation or profile file (after evloop_new, evloop_last_error() names the file)";
+    case -EBUSY: return "the loop is running, or the fd is busy (a recv or accept pending on it already, or it is watched with evloop_io_add and has operations, or the other way round)";
     case -ENOMEM: return "out of memory; nothing was accepted";
     default: break;
     }
