@@ -50,8 +50,8 @@ static const struct impl {
     {EPOLL, &evloop__backend_epoll, true, "epoll"},
 #endif
 #ifdef EVLOOP_HAVE_IO_URING
-    /* An fd round trip costs ~1.2x epoll's (task work and a poll re-armed per idle wait). */
-    {IO_URING, &evloop__uring_ewait, false, "readiness through IORING_OP_EPOLL_WAIT"},
+    /* Readiness from epoll_pwait2 (by default): its fd round trip ties epoll's, not ahead. */
+    {IO_URING, &evloop__uring_ewait, true, "an epoll set and a ring"},
     /* Re-polls every report with poll(2): 2-5x epoll's fd round trip. */
     {IO_URING, &evloop__uring_mpoll, false, "multishot polls (no IORING_OP_EPOLL_WAIT)"},
 #endif
@@ -119,6 +119,12 @@ static int start(size_t i, _Atomic uint32_t *word, struct evloop__backend_pick *
     return r;
 }
 
+/* What runs, once implementation i has started into out. */
+static const char *what(size_t i, const struct evloop__backend_pick *out)
+{
+    return impls[i].vt->describe ? impls[i].vt->describe(out->state) : impls[i].what;
+}
+
 /* Starts the first implementation of backend `name` that can; the reason names `why`, what
  * runs, and why an earlier implementation did not. origin says where the name came from
  * ("config.backend", "EVLOOP_BACKEND", "profile"), for evloop_last_error(). */
@@ -131,7 +137,7 @@ static int open_named(const char *origin, const char *name, const char *why, _At
         if (strcmp(names[impls[i].index], name) != 0)
             continue;
         if ((r = start(i, word, out)) == 0) {
-            snprintf(out->reason, sizeof(out->reason), "%s; %s%s%s", why, impls[i].what,
+            snprintf(out->reason, sizeof(out->reason), "%s; %s%s%s", why, what(i, out),
                      skipped[0] ? ", as " : "", skipped);
             return 0;
         }
@@ -159,7 +165,7 @@ static int open_auto(_Atomic uint32_t *word, struct evloop__backend_pick *out)
             continue;
         int r = start(i, word, out);
         if (r == 0) {
-            snprintf(out->reason, sizeof(out->reason), "auto: %s; %s", auto_why, impls[i].what);
+            snprintf(out->reason, sizeof(out->reason), "auto: %s; %s", auto_why, what(i, out));
             return 0;
         }
         if (!out->fallback[0])

@@ -79,6 +79,9 @@ struct evloop__backend {
     int (*wait)(void *state, int64_t timeout_ns, struct evloop__io_event *ev, int max);
     /* Any thread: makes a wait in progress (or the next one) return. */
     int (*wake)(void *state);
+    /* Optional: what runs, when one implementation has several ways (evloop_stats's
+     * backend_reason); NULL: backend.c's table says it. */
+    const char *(*describe)(const void *state);
     /* Optional (NULL: none, and evloop_backend_fd is -ENOTSUP): an fd that polls readable
      * while wait() has something to report, or a wake is pending. embed.c puts it in
      * evloop_backend_fd's epoll set while fds are registered. Any thread. */

@@ -2,8 +2,8 @@
  * no report for an fd removed while its readiness was already collected by the kernel (an
  * io_uring CQE, an epoll or kqueue event), registrations and modifications made from another
  * thread while the loop is asleep in the poller, a removed fd's file released at once, more
- * ready fds than one wait reports, poller-mode timers never early, and the wake a submit uses
- * for a loop asleep in the poller. */
+ * ready fds than one wait reports, poller-mode timers never early, the wake a submit uses
+ * for a loop asleep in the poller, and a loop run by one thread, then by another. */
 #include "backend_util.h"
 
 #include <poll.h>
@@ -363,6 +363,85 @@ static void test_submit_wakes_a_loop_asleep_in_the_poller(void **state)
     close(idle[1]);
 }
 
+struct hand_over {
+    evloop *loop;
+    int rounds;          /* run_once calls with a short timeout: the wait arms and times out */
+    atomic_bool ran;     /* the first thread made them */
+    atomic_bool go_home; /* the first thread may exit */
+    bt_counter *until;   /* the second thread runs until this reaches `want` */
+    uint64_t want;
+};
+
+static void *run_briefly_then_stay(void *arg)
+{
+    struct hand_over *h = arg;
+    for (int i = 0; i < h->rounds; i++)
+        CHECK(evloop_run_once(h->loop, 1000000) >= 0);
+    atomic_store(&h->ran, true);
+    while (!atomic_load(&h->go_home)) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static bool first_ran(void *ctx)
+{
+    return atomic_load(&((struct hand_over *)ctx)->ran);
+}
+
+static void *run_until(void *arg)
+{
+    struct hand_over *h = arg;
+    while (atomic_load(h->until) < h->want)
+        CHECK(evloop_run_once(h->loop, 100000000) >= 0);
+    return NULL;
+}
+
+/* evloop_run_once may run a loop from any thread, one at a time. What the first thread armed
+ * (io_uring: a futex wait, an EPOLL_WAIT, whose completions are task work of that thread) must
+ * not keep readiness or wakes from the second, whether the first stays (busy elsewhere) or
+ * exits. */
+static void test_a_loop_run_by_one_thread_then_another_gets_readiness_and_wakes(void **state)
+{
+    (void)state;
+    for (int exits = 0; exits < 2; exits++) {
+        evloop *loop = bt_loop_new();
+        int p[2];
+        bt_pipe(p);
+        struct watch w = {.fd = p[0], .drain = true};
+        assert_int_equal(evloop_io_add(loop, p[0], EVLOOP_READABLE, watch_cb, &w), 0);
+        struct hand_over first = {.loop = loop, .rounds = 3};
+        pthread_t t1, t2;
+        assert_int_equal(pthread_create(&t1, NULL, run_briefly_then_stay, &first), 0);
+        assert_true(bt_wait(first_ran, &first));
+        if (exits) {
+            atomic_store(&first.go_home, true);
+            assert_int_equal(pthread_join(t1, NULL), 0);
+        }
+        bt_counter ran = 0;
+        struct hand_over second = {.loop = loop, .until = &ran, .want = 2};
+        assert_int_equal(pthread_create(&t2, NULL, run_until, &second), 0);
+        bt_write_byte(p[1]);
+        assert_true(bt_wait_count(&w.calls, 1));
+        wait_poller_sleep(loop, bt_stats(loop).poller_sleeps);
+        assert_int_equal(evloop_submit(loop, bt_count_task, &ran), 0);
+        assert_true(bt_wait_count(&ran, 1));
+        bt_write_byte(p[1]);
+        assert_true(bt_wait_count(&w.calls, 2));
+        assert_int_equal(evloop_submit(loop, bt_count_task, &ran), 0);
+        assert_int_equal(pthread_join(t2, NULL), 0);
+        if (!exits) {
+            atomic_store(&first.go_home, true);
+            assert_int_equal(pthread_join(t1, NULL), 0);
+        }
+        assert_int_equal(evloop_io_remove(loop, p[0]), 0);
+        bt_loop_free(loop);
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_more_ready_fds_than_one_wait_reports_are_all_reported),
         cmocka_unit_test(test_timers_in_poller_mode_never_fire_early),
         cmocka_unit_test(test_submit_wakes_a_loop_asleep_in_the_poller),
+        cmocka_unit_test(test_a_loop_run_by_one_thread_then_another_gets_readiness_and_wakes),
     };
     evloop_free(bt_loop_new()); /* exits 77 when the backend cannot start */
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,21 +1,29 @@
-/* Backend "io_uring" with readiness from epoll (Linux 6.15+): the backend keeps an epoll set,
- * registrations are epoll_ctl calls, and a wait submits IORING_OP_EPOLL_WAIT on that set
- * together with the futex wait on the loop's sleep word (EVLOOP__CAP_WORD_WAKE), in one
- * io_uring_enter, then harvests both. Readiness is epoll's own: level-triggered, each fd
- * checked again as it is handed out, at most once per wait. Where the loop cannot sleep on its
- * word, an eventfd in the set wakes it. Implements the evloop__backend vtable (backend.h);
- * mpoll.c is the fallback for kernels without the opcode.
+/* Backend "io_uring" on an epoll set: registrations are epoll_ctl calls, and readiness is
+ * epoll's own (level-triggered, each fd checked again as it is handed out, at most once per
+ * wait). The ring carries the futex wait on the loop's sleep word (EVLOOP__CAP_WORD_WAKE),
+ * so producers wake a loop asleep here with the same futex wake as in fast-wake mode. How a
+ * wait harvests the set (EVLOOP_IO_URING_READINESS, fixed at init):
+ *   "epoll" (default): epoll_pwait2 on the set, which also holds the ring's fd: a CQE (the
+ *     futex wait ending) makes it readable. With no fd registered (only native ops in
+ *     flight), the wait is the ring's own. The set is also the backend's pollable fd.
+ *   "epoll_wait": IORING_OP_EPOLL_WAIT on the set, submitted with the futex wait in one
+ *     io_uring_enter (Linux 6.15+). It costs ~1.2x epoll's idle fd round trip here (task
+ *     work, a poll re-armed per idle wait, a second scan of the ready list), so it is not
+ *     the default; docs/design.md, "Backends", has the figures.
+ * Where the loop cannot sleep on its word, an eventfd in the set wakes it. mpoll.c is the
+ * older multishot-poll implementation. Implements the evloop__backend vtable (backend.h).
  *
  * Traps of the OS API:
- *  a. When the harvest runs decides exactness. An EPOLL_WAIT armed on an idle set completes as
- *     task work of the thread that submitted it, at any of its returns from the kernel (a
- *     read() in a task): events gathered then can be stale when the loop looks. So a harvest
- *     found already done when a wait starts is thrown away and the EPOLL_WAIT submitted again
- *     in that wait's enter; only harvests made during a wait are reported, as epoll_wait does.
- *     Nothing is lost: every registration is level-triggered, and epoll puts what it hands out
- *     back on its ready list, to be checked again by the next harvest.
- *  b. One EPOLL_WAIT in flight at most: two would both hand out a level-triggered fd that
- *     stays ready. A wait that a wake or a timeout ended leaves it armed for the next.
+ *  a. EPOLL_WAIT: when the harvest runs decides exactness. One left armed past a wait
+ *     completes as task work of the thread that submitted it, at any of its returns from the
+ *     kernel (a read() in a task): events gathered then can be stale when the loop looks. So
+ *     a harvest found already done when a wait starts is dropped and the EPOLL_WAIT submitted
+ *     again in that wait's enter; only harvests made during a wait are reported. Nothing is
+ *     lost: registrations are level-triggered, and epoll puts what it hands out back on its
+ *     ready list, to be checked again by the next harvest.
+ *  b. One harvest path at a time: an EPOLL_WAIT in flight and an epoll_pwait2 would both hand
+ *     out a level-triggered fd that stays ready. A mode is fixed per loop, and at most one
+ *     EPOLL_WAIT is in flight; a wait that a wake or a timeout ended leaves it armed.
  *  c. Task work runs on the submitting thread. A loop run by another thread than before
  *     (evloop_run_once) cancels what the old one armed, synchronously, and arms its own.
  *  d. A futex wait left armed takes a FUTEX_WAKE of one waiter meant for the loop asleep in
@@ -25,10 +33,13 @@
  *     the set (the core has removed every fd; the eventfd goes too), so a late harvest has
  *     nothing to write, and cancels the EPOLL_WAIT before the state is freed.
  *  f. epoll registers open file descriptions: EPOLL_CTL_DEL of an fd closed meanwhile fails
- *     with EBADF or ENOENT, which means it is gone already. */
+ *     with EBADF or ENOENT, which means it is gone already.
+ *  g. A CQ that overflowed keeps the rest in the kernel (IORING_FEAT_NODROP) until an enter
+ *     flushes it; the ring's fd stays readable meanwhile. io_uring_peek_batch_cqe flushes. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -39,25 +50,28 @@
 #include "sleep.h"
 #include "uring.h"
 
-#define CQ_ENTRIES 64u
+#define CQ_ENTRIES 1024u
+#define CQE_BATCH 32u
 #define MAX_REPORTS 64 /* reports per wait: what the core asks for (EVLOOP__IO_EVENTS_MAX) */
 #define WAKE_TAG UINT64_MAX
+#define RING_TAG (UINT64_MAX - 1)
 
-/* user_data: kind | generation << 8. A request cancelled by adopt() may complete after its
- * successor was armed; its CQE carries an older generation and only counts as ended. */
-enum { K_EPOLL = 1, K_FUTEX };
+/* user_data of the backend's own requests: kind | generation << 8. A request cancelled by
+ * adopt() may complete after its successor was armed; its older generation marks it. */
+enum { K_EPOLL = 1, K_FUTEX = 2 };
 
 struct ewait {
     struct io_uring ring;
     int epfd;
     int efd; /* the eventfd wake, in the set; -1 when the loop sleeps on its word */
     _Atomic uint32_t *word;
+    bool epoll_wait; /* the mode: harvest with IORING_OP_EPOLL_WAIT (else epoll_pwait2) */
     uint32_t nactive; /* fds in the set; add and remove are serialised by the core */
     /* The loop thread's: what is in flight, and which thread armed it (trap c). */
     bool epoll_armed, fresh;
     uint64_t gen;
     pthread_t armed_by;
-    atomic_bool futex_armed; /* also read by remove and destroy */
+    atomic_bool futex_armed;  /* also read by remove and destroy */
     atomic_bool wake_pending; /* word mode: wake() asked the next wait not to block */
     struct epoll_event events[MAX_REPORTS];
 };
@@ -102,52 +116,54 @@ static void unpark_futex(struct ewait *s)
         syscall(SYS_futex, (uint32_t *)s->word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Loop thread: turns the harvest of one EPOLL_WAIT (n events, or -errno) into reports after
- * the k in out[]; returns the new count. */
+/* Loop thread: turns n harvested events (or -errno) into reports after the k in out[];
+ * returns the new count. */
 static int harvest(struct ewait *s, int n, struct evloop__io_event *out, int k, int max,
                    bool *woken)
 {
     if (n < 0)
         return n == -EINTR || n == -ECANCELED || n == -EAGAIN ? k : n;
     for (int i = 0; i < n && i < MAX_REPORTS; i++) {
-        if (s->events[i].data.u64 == WAKE_TAG) {
+        uint64_t tag = s->events[i].data.u64;
+        if (tag == WAKE_TAG) {
             uint64_t v;
             ssize_t rd = read(s->efd, &v, sizeof(v)); /* a non-blocking drain */
             (void)rd;
             *woken = true;
-        } else if (k < max) { /* past max: level-triggered, so the next wait reports it again */
-            out[k++] = (struct evloop__io_event){s->events[i].data.u64,
-                                                 from_epoll(s->events[i].events), 0};
+        } else if (tag != RING_TAG && k < max) { /* past max: reported again next wait */
+            out[k++] = (struct evloop__io_event){tag, from_epoll(s->events[i].events), 0};
         }
     }
     return k;
 }
 
-/* Loop thread: takes every CQE there is into out[] (k reports so far). A harvest is reported
- * only when s->fresh says it was made during this wait (trap a); a futex CQE ends the wait
- * only then too (before, it is the late echo of a wake the word protocol has handled).
- * Returns the new count or -errno. */
+/* Loop thread: one CQE of the backend's own. */
+static int handle(struct ewait *s, const struct io_uring_cqe *cqe, struct evloop__io_event *out,
+                  int k, int max, bool *woken)
+{
+    if (cqe->user_data >> 8 != s->gen)
+        return k; /* ended after adopt() cancelled it */
+    if ((cqe->user_data & 0xff) == K_EPOLL) {
+        s->epoll_armed = false;
+        return s->fresh ? harvest(s, cqe->res, out, k, max, woken) : k; /* trap a */
+    }
+    atomic_store_explicit(&s->futex_armed, false, memory_order_relaxed);
+    *woken |= s->fresh; /* before the enter: the late echo of a wake the word has handled */
+    return k;
+}
+
+/* Loop thread: takes the CQEs there are (flushing an overflow, trap g) while out[] has room.
+ * Returns the new count of reports, or -errno. */
 static int reap(struct ewait *s, struct evloop__io_event *out, int k, int max, bool *woken)
 {
-    struct io_uring_cqe *cqe;
-    unsigned head, seen = 0;
-    io_uring_for_each_cqe(&s->ring, head, cqe)
-    {
-        seen++;
-        if (cqe->user_data >> 8 != s->gen)
-            continue; /* ended after adopt() cancelled it */
-        if ((cqe->user_data & 0xff) == K_EPOLL) {
-            s->epoll_armed = false;
-            if (s->fresh)
-                k = harvest(s, cqe->res, out, k, max, woken);
-            if (k < 0)
-                break;
-        } else if ((cqe->user_data & 0xff) == K_FUTEX) {
-            atomic_store_explicit(&s->futex_armed, false, memory_order_relaxed);
-            *woken |= s->fresh;
-        }
+    struct io_uring_cqe *cqes[CQE_BATCH];
+    unsigned n;
+    while (k >= 0 && k < max && (n = io_uring_peek_batch_cqe(&s->ring, cqes, CQE_BATCH)) > 0) {
+        unsigned i = 0;
+        for (; i < n && k >= 0 && k < max; i++)
+            k = handle(s, cqes[i], out, k, max, woken);
+        io_uring_cq_advance(&s->ring, i);
     }
-    io_uring_cq_advance(&s->ring, seen);
     return k;
 }
 
@@ -165,12 +181,13 @@ static void adopt(struct ewait *s, pthread_t self)
     s->armed_by = self;
 }
 
-/* Loop thread: queues the EPOLL_WAIT unless one is in flight (trap b) and, when about to
- * block on the word, the futex wait. Clears *block when it cannot arm what the block needs. */
+/* Loop thread: queues, in EPOLL_WAIT mode, the EPOLL_WAIT unless one is in flight (trap b)
+ * and, when about to block on the word, the futex wait. Clears *block when it cannot arm
+ * what the block needs. */
 static void arm(struct ewait *s, bool *block)
 {
     struct io_uring_sqe *sqe;
-    if (!s->epoll_armed && (sqe = io_uring_get_sqe(&s->ring)) != NULL) {
+    if (s->epoll_wait && !s->epoll_armed && (sqe = io_uring_get_sqe(&s->ring)) != NULL) {
         evloop__uring_prep_epoll_wait(sqe, s->epfd, s->events, MAX_REPORTS);
         io_uring_sqe_set_data64(sqe, udata(s, K_EPOLL));
         s->epoll_armed = true;
@@ -184,7 +201,12 @@ static void arm(struct ewait *s, bool *block)
         }
         *block = sqe != NULL;
     }
-    *block = *block && s->epoll_armed;
+    *block = *block && (s->epoll_armed || !s->epoll_wait);
+}
+
+static int enter_result(int r)
+{
+    return r >= 0 || r == -ETIME || r == -EINTR || r == -EAGAIN || r == -EBUSY ? 0 : r;
 }
 
 /* Loop thread: submits what arm() queued and runs this thread's task work; if block, waits
@@ -193,10 +215,27 @@ static int enter(struct ewait *s, bool block, int64_t timeout_ns)
 {
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
-    int r = !block           ? io_uring_submit_and_get_events(&s->ring)
-            : timeout_ns < 0 ? io_uring_submit_and_wait(&s->ring, 1)
-                             : io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL);
-    return r >= 0 || r == -ETIME || r == -EINTR || r == -EAGAIN || r == -EBUSY ? 0 : r;
+    if (!block && !s->epoll_wait && !io_uring_sq_ready(&s->ring))
+        return 0; /* a poll with nothing to submit: CQEs come as task work on their own */
+    return enter_result(!block ? io_uring_submit_and_get_events(&s->ring)
+                        : timeout_ns < 0
+                            ? io_uring_submit_and_wait(&s->ring, 1)
+                            : io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL));
+}
+
+/* Loop thread, "epoll" mode with fds registered (or the eventfd wake, which is in the set):
+ * submits what arm() queued, then harvests
+ * the set with epoll_pwait2, blocking if block (the ring's fd in the set ends the block when
+ * a CQE comes). Returns the new count of reports in out[], or -errno. */
+static int poll_set(struct ewait *s, bool block, int64_t timeout_ns, struct evloop__io_event *out,
+                    int k, int max, bool *woken)
+{
+    int r = io_uring_sq_ready(&s->ring) ? enter_result(io_uring_submit(&s->ring)) : 0;
+    if (r < 0 || k >= max)
+        return r < 0 ? r : k;
+    struct timespec ts = evloop__ns_to_timespec((uint64_t)(block ? timeout_ns : 0));
+    int n = epoll_pwait2(s->epfd, s->events, max - k, block && timeout_ns < 0 ? NULL : &ts, NULL);
+    return harvest(s, n < 0 ? -errno : n, out, k, max, woken);
 }
 
 static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out, int max)
@@ -208,7 +247,7 @@ static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out
     max = max < MAX_REPORTS ? max : MAX_REPORTS;
     uint64_t deadline = evloop__clock_ns() + (uint64_t)(timeout_ns > 0 ? timeout_ns : 0);
     for (;;) {
-        /* What completed while the loop was away: harvests are stale (trap a). */
+        /* What completed while the loop was away; EPOLL_WAIT harvests are stale (trap a). */
         bool woken = false;
         s->fresh = false;
         int k = reap(s, out, 0, max, &woken);
@@ -216,11 +255,17 @@ static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out
         bool block = timeout_ns != 0 && k == 0 &&
                      !(atomic_load(&s->wake_pending) && atomic_exchange(&s->wake_pending, false));
         arm(s, &block);
-        int r = k < 0 ? k : enter(s, block, timeout_ns);
-        woken = !block;
         s->fresh = true;
-        k = r < 0 ? r : reap(s, out, k, max, &woken);
-        if (k != 0 || woken)
+        int r = 0;
+        if (k >= 0 && !s->epoll_wait && (s->nactive > 0 || s->efd >= 0))
+            k = poll_set(s, block, timeout_ns, out, k, max, &woken);
+        else if (k >= 0)
+            r = enter(s, block, timeout_ns);
+        if (r < 0)
+            k = r;
+        if (k >= 0)
+            k = reap(s, out, k, max, &woken);
+        if (k != 0 || woken || !block)
             return k;
         /* A timeout, or only an empty harvest: wait again, for what is left of the timeout. */
         uint64_t now = evloop__clock_ns();
@@ -289,7 +334,12 @@ static int setup_wake(struct ewait *s, unsigned *caps)
 
 static int ew_init(void **out, _Atomic uint32_t *word, unsigned *caps)
 {
-    int r = evloop__uring_check_epoll_wait();
+    const char *mode = getenv("EVLOOP_IO_URING_READINESS");
+    bool epoll_wait = mode && strcmp(mode, "epoll_wait") == 0;
+    int r = mode && strcmp(mode, "multishot") == 0
+                ? evloop__backend_refused("EVLOOP_IO_URING_READINESS=multishot", EOPNOTSUPP)
+            : epoll_wait ? evloop__uring_check_epoll_wait()
+                         : 0;
     if (r < 0)
         return r;
     struct ewait *s = calloc(1, sizeof(*s));
@@ -297,11 +347,14 @@ static int ew_init(void **out, _Atomic uint32_t *word, unsigned *caps)
         return -ENOMEM;
     s->word = word;
     s->efd = -1;
+    s->epoll_wait = epoll_wait;
     s->armed_by = pthread_self();
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     r = s->epfd < 0 ? -errno : setup_wake(s, caps);
     if (r == 0)
         r = evloop__uring_start_ewait(&s->ring, evloop__uring_cq_entries(CQ_ENTRIES));
+    if (r == 0 && (r = ctl(s, EPOLL_CTL_ADD, s->ring.ring_fd, EPOLLIN, RING_TAG)) < 0)
+        io_uring_queue_exit(&s->ring);
     if (r < 0) {
         free_state(s);
         return r;
@@ -322,6 +375,19 @@ static void ew_destroy(void *state)
     free_state(s);
 }
 
+/* The set polls readable when an fd is ready or a CQE waits (the ring's fd is in it). */
+static int ew_pollable_fd(void *state)
+{
+    return ((struct ewait *)state)->epfd;
+}
+
+static const char *ew_describe(const void *state)
+{
+    const struct ewait *s = state;
+    return s->epoll_wait ? "readiness through IORING_OP_EPOLL_WAIT, wakes and ops in the ring"
+                         : "readiness from epoll_pwait2, wakes and ops in the ring";
+}
+
 const struct evloop__backend evloop__uring_ewait = {
     .name = "io_uring",
     .init = ew_init,
@@ -331,4 +397,6 @@ const struct evloop__backend evloop__uring_ewait = {
     .remove = ew_remove,
     .wait = ew_wait,
     .wake = ew_wake,
+    .describe = ew_describe,
+    .pollable_fd = ew_pollable_fd,
 };

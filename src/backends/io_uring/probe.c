@@ -155,9 +155,6 @@ bool evloop__uring_can_wait_on_word(void)
 
 int evloop__uring_check_epoll_wait(void)
 {
-    const char *env = getenv("EVLOOP_IO_URING_READINESS"); /* "multishot": the fallback */
-    if (env && strcmp(env, "multishot") == 0)
-        return evloop__backend_refused("EVLOOP_IO_URING_READINESS=multishot", EOPNOTSUPP);
     struct kernel_ops k;
     int r = kernel_ops(&k);
     if (r < 0)

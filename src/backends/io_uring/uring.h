@@ -1,7 +1,7 @@
 /* Shared by the files of the io_uring backend: probe.c starts rings and finds out what this
- * kernel offers; ewait.c (readiness through IORING_OP_EPOLL_WAIT, Linux 6.15+) and mpoll.c
- * (multishot polls, the fallback for older kernels) are its two implementations, which
- * backend.c lists under the one name "io_uring". */
+ * kernel offers; ewait.c (readiness from an epoll set, waited for with epoll_pwait2 or with
+ * IORING_OP_EPOLL_WAIT) and mpoll.c (multishot polls, the older scheme) are its two
+ * implementations, which backend.c lists under the one name "io_uring". */
 #ifndef EVLOOP_URING_H
 #define EVLOOP_URING_H
 
@@ -47,9 +47,8 @@ unsigned evloop__uring_cq_entries(unsigned def);
  * IORING_OP_FUTEX_WAIT that works, and no EVLOOP_IO_URING_WAKE=eventfd. */
 bool evloop__uring_can_wait_on_word(void);
 
-/* For ewait.c: 0 when IORING_OP_EPOLL_WAIT works on this kernel (and was not switched off with
- * EVLOOP_IO_URING_READINESS=multishot); else -ENOTSUP, the reason given to
- * evloop__backend_refused(). */
+/* For ewait.c: 0 when IORING_OP_EPOLL_WAIT works on this kernel; else -ENOTSUP, the reason
+ * given to evloop__backend_refused(). */
 int evloop__uring_check_epoll_wait(void);
 
 /* For ewait.c: sets up *ring with a CQ of cq_entries. Returns 0 or -ENOTSUP (reason given). */
