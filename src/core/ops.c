@@ -683,15 +683,17 @@ int evloop__ops_claim_fd(evloop *loop, int fd)
 /* Stop: waits for the results of native ops still in the backend (their buffers are in
  * use until then), dispatching those and dropping readiness (the loop is stopping). A
  * backend that fails or stays silent for REAP_GIVE_UP_NS leaves its ops abandoned: their
- * memory is not freed and their callbacks never run. */
+ * memory is not freed, their callbacks never run, and later stop checks no longer wait. */
 static void reap_native(evloop *loop)
 {
     struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
     uint64_t last = evloop__clock_ns();
-    while (loop->ops.inflight > 0 && evloop__clock_ns() - last < REAP_GIVE_UP_NS) {
+    while (loop->ops.inflight > 0) {
         int n = evloop__wait_io(loop, REAP_WAIT_NS, ev);
-        if (n < 0)
+        if (n < 0 || evloop__clock_ns() - last >= REAP_GIVE_UP_NS) {
+            loop->ops.inflight = 0; /* abandoned */
             return;
+        }
         pthread_mutex_lock(&loop->io_lock);
         for (int i = 0; i < n; i++) {
             if (!(ev[i].events & EVLOOP__EV_OP))
