@@ -58,6 +58,8 @@ class TimerHandle:
         """Cancels the timer; True if this call stopped it. Any thread."""
     def cancelled(self) -> bool:
         """True once cancelled (or the loop ended before it fired)."""
+    def restart(self, delay: Optional[float] = None) -> bool:
+        """Next firing delay seconds from now; False if no longer armed."""
     @property
     def active(self) -> bool:
         """True while the timer may still fire."""
@@ -96,6 +98,10 @@ class Loop:
         """Runs fn(*args) every interval seconds until cancelled. Any thread."""
     def time(self) -> float:
         """The loop's clock in seconds."""
+    def add_signal_handler(self, sig: int, callback: Callable[..., object], *args: Any) -> None:
+        """Runs callback(*args) on the loop thread after each delivery of sig."""
+    def remove_signal_handler(self, sig: int) -> bool:
+        """Stops watching sig; True if a handler was set."""
     def add_reader(self, fd: FileDescriptorLike, fn: Callable[..., object], *args: Any) -> None:
         """Calls fn(*args) while fd is readable (level-triggered). Any thread."""
     def add_writer(self, fd: FileDescriptorLike, fn: Callable[..., object], *args: Any) -> None:
@@ -120,6 +126,12 @@ class Loop:
         """Cancels the operations pending on sock (ECANCELED); False if none was."""
     def run(self) -> None:
         """Runs the loop on this thread until stop(); Ctrl-C on the main thread stops it."""
+    def run_once(self, timeout: Optional[float] = None) -> int:
+        """One iteration: runs what is ready, else waits at most timeout; the count run."""
+    def fileno(self) -> int:
+        """The backend fd, for embedding in another loop (readable: call run_once(0))."""
+    def backend_timeout(self) -> Optional[float]:
+        """How long an outer loop may block before run_once(): None, 0.0 or seconds."""
     def run_in_thread(self, name: Optional[str] = None) -> threading.Thread:
         """Starts run() on a new thread."""
     def join(self, timeout: Optional[float] = None) -> bool:

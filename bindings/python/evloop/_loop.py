@@ -10,14 +10,12 @@ C++ method, bound once per loop: no Python frame on that path.
 
 from __future__ import annotations
 
-import errno
 import functools
 import math
 import os
 import signal
 import socket
 import threading
-import weakref
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type, Union
 
@@ -26,7 +24,6 @@ from . import _arena, _chunk
 
 _MODULES = {"arena": _arena, "chunk": _chunk}
 _STATES = (State.AWAKE, State.RUNNING, State.SLEEPING, State.TERMINATING, State.TERMINATED)
-_ENDED = (State.TERMINATING, State.TERMINATED)
 
 READABLE = _arena.READABLE
 WRITABLE = _arena.WRITABLE
@@ -103,40 +100,34 @@ def _dispatch_io(fds: Dict[int, list], report: Callable[[BaseException, Any], No
 class TimerHandle:
     """What ``Loop.call_later`` and ``Loop.call_every`` return."""
 
-    __slots__ = ("_loop", "_id", "_call", "_fired", "_cancelled", "_interval", "_delay")
+    __slots__ = ("_t", "_delay", "_interval")
 
-    def __init__(self, loop: Any, delay: float, interval: float) -> None:
-        self._loop = weakref.ref(loop)  # the RawLoop; no cycle through the C object
-        self._id = 0
-        self._call: Callable[[], Any] = lambda: None  # a weak reference, see Loop._timer
-        self._fired = False
-        self._cancelled = False
+    def __init__(self, timer: Any, delay: float, interval: float) -> None:
+        self._t = timer  # the RawLoop's Timer: the C arg, until the timer is done
         self._delay = max(delay, 0.0)
         self._interval = interval
-
-    def _ended(self) -> bool:
-        c = self._loop()
-        return c is None or _STATES[c.state] in _ENDED
 
     def cancel(self) -> bool:
         """Cancels the timer. Returns True if this call stopped it (its callback will not
         start, or for call_every, not start again); False if it had already fired
         (one-shot), was cancelled, or its loop has ended. Any thread."""
-        c = self._loop()
-        if c is None or self._cancelled or not c.timer_cancel(self._id):
-            return False
-        self._cancelled = True
-        return True
+        return bool(self._t.cancel())
 
     def cancelled(self) -> bool:
         """True once cancel() succeeded, or the loop ended before the timer fired."""
-        return self._cancelled or (not self._fired and self._call() is None) or (
-            not self._fired and self._ended())
+        return bool(self._t.cancelled)
+
+    def restart(self, delay: Optional[float] = None) -> bool:
+        """Makes the timer fire delay seconds from now (default: its delay or interval); a
+        call_every timer keeps its interval from then on. False if it is no longer armed
+        (fired, cancelled, loop ended). Any thread (from another one, a firing the loop has
+        already begun still runs)."""
+        return bool(self._t.again(_ns(self.interval if delay is None else delay, "delay")))
 
     @property
     def active(self) -> bool:
         """True while the timer may still fire."""
-        return self._call() is not None and not self._cancelled and not self._ended()
+        return bool(self._t.active)
 
     @property
     def periodic(self) -> bool:
@@ -152,6 +143,14 @@ class TimerHandle:
         what = "every" if self.periodic else "after"
         state = "armed" if self.active else "cancelled" if self.cancelled() else "done"
         return f"<evloop.TimerHandle {what} {self.interval}s {state}>"
+
+
+def _dispatch_signal(signals: Dict[int, tuple], report: Callable[[BaseException, Any], None],
+                     sig: int) -> None:
+    """The C callback of a watched signal: its handler now (none once removed)."""
+    call = signals.get(sig)
+    if call is not None:
+        _call(report, *call)
 
 
 class _SignalWakeup:
@@ -253,6 +252,7 @@ class Loop:
         self._fds: Dict[int, list] = {}  # fd -> [(reader, args) or None, (writer, args) or None]
         self._io_lock = threading.Lock()
         self._dispatch = functools.partial(_dispatch_io, self._fds, self._report)
+        self._signals: Dict[int, tuple] = {}  # signal -> (callback, args)
         self._thread: Optional[threading.Thread] = None
         self._thread_error: Optional[BaseException] = None
 
@@ -290,20 +290,9 @@ class Loop:
 
     def _timer(self, delay: float, interval: float, fn: Callable[..., object],
                args: Tuple[Any, ...]) -> TimerHandle:
-        if not callable(fn):
-            raise TypeError(f"callback must be callable, not {type(fn).__name__}")
-        h = TimerHandle(self._c, delay, interval)
-        report = self._report
-
-        def call() -> None:  # what the loop holds; the handle only refers to it weakly
-            if not interval:
-                h._fired = True
-            _call(report, fn, args)
-
-        h._call = weakref.ref(call)
-        h._id = self._c.timer_start(_ns(delay, "delay"),
-                                    max(_ns(interval, "interval"), 1) if interval else 0, call)
-        return h
+        interval_ns = max(_ns(interval, "interval"), 1) if interval else 0
+        t = self._c.timer_start(_ns(delay, "delay"), interval_ns, fn, *args)
+        return TimerHandle(t, delay, interval)
 
     def call_later(self, delay: float, fn: Callable[..., object], *args: Any) -> TimerHandle:
         """Runs fn(*args) once, no earlier than delay seconds from now; returns a
@@ -321,6 +310,40 @@ class Loop:
     def time(self) -> float:
         """The loop's clock (CLOCK_MONOTONIC, as its timers use it), in seconds."""
         return self._mod.now_ns() / 1e9
+
+    # ------------------------------------------------------------------ signals
+
+    def add_signal_handler(self, sig: int, callback: Callable[..., object], *args: Any) -> None:
+        """Runs callback(*args) on the loop thread after each delivery of signal sig (to any
+        thread of the process; deliveries may coalesce), replacing an earlier handler of sig
+        on this loop. While a loop watches sig, the signal's previous disposition (Python's
+        handler, the default action) does not run; it is put back by
+        remove_signal_handler() and at the loop's end. One loop at a time per signal
+        (evloop.Error EBUSY). Any thread."""
+        sig = int(signal.Signals(sig))
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        with self._io_lock:
+            if sig not in self._signals:
+                self._signals[sig] = (callback, args)
+                try:
+                    self._c.signal_start(
+                        sig, functools.partial(_dispatch_signal, self._signals, self._report, sig))
+                except BaseException:
+                    del self._signals[sig]
+                    raise
+            self._signals[sig] = (callback, args)
+
+    def remove_signal_handler(self, sig: int) -> bool:
+        """Stops watching sig: its handler does not start after this returns, and the
+        previous disposition is back (from another thread, a moment later). True if a
+        handler was set. Any thread."""
+        sig = int(signal.Signals(sig))
+        with self._io_lock:
+            if self._signals.pop(sig, None) is None:
+                return False
+        self._c.signal_stop(sig)
+        return True
 
     # ------------------------------------------------------------------ fds
 
@@ -460,18 +483,57 @@ class Loop:
                 wakeup = _SignalWakeup(c.submit_internal, self._mod.check_signals)
             except ValueError:
                 pass  # a sub-interpreter: no signal handlers to run anyway
-        ended = True
         try:
             c.run()
-        except Error as e:
-            ended = e.errno != errno.EBUSY  # run() elsewhere: its fds are still in use
-            raise
         finally:
             if wakeup is not None:
                 wakeup.close()
-            if ended:
-                with self._io_lock:
-                    self._fds.clear()  # the loop has released every fd
+            self._forget_if_ended()
+
+    def _forget_if_ended(self) -> None:
+        if self._c.closed or _STATES[self._c.state] is State.TERMINATED:
+            with self._io_lock:  # the loop has released every fd and signal
+                self._fds.clear()
+                self._signals.clear()
+
+    def run_once(self, timeout: Optional[float] = None) -> int:
+        """Runs one iteration of the loop on this thread (evloop_run_once): what is ready
+        (due timers, tasks, microtasks, fd and signal callbacks); if nothing was, waits at
+        most timeout seconds (None: until there is work; 0: no wait) and runs what came.
+        Returns the number of callbacks run. After stop(), runs what was accepted; the call
+        that finds everything run leaves the loop terminated. Ctrl-C on the main thread
+        stops the loop gracefully and raises KeyboardInterrupt here. One thread at a time."""
+        c = self._c
+        ns = -1 if timeout is None else _ns(timeout, "timeout")
+        wakeup = None
+        if ns != 0 and threading.current_thread() is threading.main_thread() and not c.closed:
+            try:
+                wakeup = _SignalWakeup(c.submit_internal, self._mod.check_signals)
+            except ValueError:
+                pass
+        try:
+            try:
+                return int(c.run_once(min(ns, 2**63 - 1)))
+            finally:
+                if wakeup is not None:
+                    wakeup.close()
+                self._forget_if_ended()
+        except KeyboardInterrupt:
+            # Also when Ctrl-C only interrupted the wait and Python raised it on the way out.
+            c.stop()
+            raise
+
+    def fileno(self) -> int:
+        """The loop's backend fd (evloop_backend_fd), to embed a loop driven by run_once()
+        in another loop: it polls readable while this loop has work ready; wait on it with
+        backend_timeout() as the timeout, then call run_once(0). Never read it. Linux."""
+        return int(self._c.backend_fd())
+
+    def backend_timeout(self) -> Optional[float]:
+        """How long an outer loop may block before calling run_once(): None (no timer:
+        until fileno() is readable), 0.0 (call it now), else seconds until the next timer."""
+        ns = int(self._c.backend_timeout_ns())
+        return None if ns < 0 else ns / 1e9
 
     def _thread_main(self) -> None:
         try:
@@ -521,8 +583,7 @@ class Loop:
         """Frees the loop; tasks accepted but never run are run first, on this thread.
         Idempotent. Raises evloop.Error (EBUSY) while run() is in progress."""
         self._c.free()
-        with self._io_lock:
-            self._fds.clear()
+        self._forget_if_ended()
 
     def __enter__(self) -> "Loop":
         return self
@@ -551,9 +612,9 @@ class Loop:
         return self._handler[0]
 
     def stats(self) -> Any:
-        """The loop's counters (evloop_stats) as a Stats object with read-only fields
-        (``st.tasks_run``; ``st["tasks_run"]`` and ``st.as_dict()`` work too), plus
-        py_internal_tasks: the tasks the binding queues itself, left out of tasks_run."""
+        """The loop's counters (evloop_stats) as a Stats object with read-only fields, every
+        field of the C struct (``st.tasks_run``; ``st["tasks_run"]`` and ``st.as_dict()``
+        work too)."""
         return self._c.stats()
 
     @property
@@ -580,9 +641,6 @@ class Loop:
     def version(self) -> str:
         """The C library's version (evloop_version), also ``evloop.__version__``."""
         return str(self._mod.version())
-
-    def _live_timers(self) -> int:
-        return int(self._c._live_timers())
 
     def _live_fds(self) -> int:
         return int(self._c._live_fds())

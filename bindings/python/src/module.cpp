@@ -3,9 +3,13 @@
 // each linking its libevloop_<variant>.a. The Python API (evloop.Loop: seconds, handles,
 // readers and writers, the exception handler, Ctrl-C) is Python, in evloop/_loop.py.
 //
-// Ownership: a task's callable, or the tuple (fn, *args), is its C arg: one strong reference,
-// released by the trampoline after the call (the C library runs every task it accepted, in
-// evloop_free too) or at once when the submit is refused. Timers and fds: see RawLoop.
+// Ownership: every C arg is one strong reference to a Python object, which the C library
+// hands back exactly once: a task's callable, or the tuple (fn, *args), is released by its
+// trampoline after the call (every accepted task runs, in evloop_free too); a one-shot
+// Timer by its firing; an operation's Op by its callback; whatever the loop drops without
+// being asked (timers, fds and signals left at its end) by the release notification
+// (release_cb); the rest by the call that removes it (io_remove, signal_stop, cancel),
+// on the loop thread, where no callback of it can still be on its way.
 // GIL: run() releases it while evloop_run works; a trampoline takes it around each call.
 
 #include <pybind11/pybind11.h>
@@ -85,19 +89,19 @@ class RawLoop;
 struct RunCtx {
     RawLoop *loop;
     PyThreadState *saved; // non-null while run() has released the GIL on this thread
-    bool lazy;            // the GIL is kept between callbacks; a release task is queued
+    bool lazy;            // the GIL is kept between callbacks (see CallbackGil)
     RunCtx *prev;
 };
 thread_local RunCtx *tls_ctx = nullptr;
 
-void release_gil_task(void *arg);
-
 // Takes the GIL around one Python callback on the loop thread. After the callback the GIL is
-// kept, and an internal task that releases it is queued instead: it runs before the loop can
-// spin, poll or sleep (it is pending work), so the GIL is never held while the loop waits, and
-// a batch of N callbacks costs one release/acquire instead of N. Measured with
-// `examples/roundtrip.py --flood 100000 --eager-gil` (2 vCPUs, load 13, Python 3.11): a flood
-// from another thread took 183 ns per callback so, 286 ns releasing after each callback.
+// kept for the next one; a PREPARE hook (prepare_hook), which runs before the loop can spin,
+// poll or sleep, releases it. So the GIL is never held while the loop waits, and a batch of N
+// callbacks costs one release/acquire instead of N. A stopping loop runs no hook (and may
+// wait for operations to finish): there each callback releases it. Measured with
+// `examples/roundtrip.py --n 5000 --rounds 5 --flood 200000 --eager-gil` (2 vCPUs, load 8,
+// Python 3.11; medians of 5 rounds): a flood from another thread took 74 ns per callback so,
+// 180 ns releasing the GIL after each callback; submit_batch floods 54 against 169 ns.
 class CallbackGil {
 public:
     CallbackGil() : ctx_(tls_ctx)
@@ -105,12 +109,9 @@ public:
         if (ctx_ && ctx_->saved) {
             PyEval_RestoreThread(ctx_->saved);
             ctx_->saved = nullptr;
-            mode_ = Restored;
-        } else if (ctx_ && ctx_->lazy) {
-            mode_ = Kept;
-        } else {
+        } else if (!ctx_ || !ctx_->lazy) {
+            ensured_ = true; // free()'s caller, who holds the GIL already
             gstate_ = PyGILState_Ensure();
-            mode_ = Ensured;
         }
     }
     ~CallbackGil();
@@ -118,11 +119,19 @@ public:
     CallbackGil &operator=(const CallbackGil &) = delete;
 
 private:
-    enum Mode { Restored, Kept, Ensured };
     RunCtx *ctx_;
-    Mode mode_;
+    bool ensured_ = false;
     PyGILState_STATE gstate_{};
 };
+
+void prepare_hook(void *)
+{
+    RunCtx *c = tls_ctx;
+    if (c && c->lazy) {
+        c->lazy = false;
+        c->saved = PyEval_SaveThread();
+    }
+}
 
 void report(PyObject *fn);
 
@@ -169,9 +178,26 @@ PyObject *pack_task(PyObject *fn, PyObject *const *args, Py_ssize_t n, evloop_cb
     return t;
 }
 
-void timer_trampoline(void *key);
+void timer_trampoline(void *arg);
+void signal_trampoline(void *arg);
 void io_trampoline(void *arg, int fd, unsigned events);
 void op_trampoline(void *arg, int fd, int64_t res);
+void release_cb(void *arg);
+
+// A timer (evloop_timer_start): its Python object is the C arg. Armed until its one-shot
+// firing, a cancel, or the loop's end (Released); an Armed timer's loop is alive.
+struct Timer {
+    enum State { Armed, Fired, Cancelled, Released };
+    RawLoop *owner = nullptr;
+    evloop_timer_id id = 0;
+    py::object task; // fn or (fn, *args); dropped once it cannot run any more
+    bool packed = false, once = false;
+    State state = Armed;
+
+    bool cancel();
+    bool again(uint64_t delay_ns);
+    bool active() const;
+};
 
 class RawLoop {
 public:
@@ -189,6 +215,12 @@ public:
         int r = evloop_new(&loop_, &cfg);
         if (r < 0) // evloop_last_error() names the argument, variable or file
             throw Errno{r, *evloop_last_error() ? evloop_last_error() : "evloop_new"};
+        evloop_set_release_cb(loop_, release_cb);
+        r = evloop_hook_add(loop_, EVLOOP_HOOK_PREPARE, prepare_hook, nullptr);
+        if (r < 0) {
+            evloop_free(loop_);
+            check(r, "evloop_hook_add");
+        }
     }
 
     ~RawLoop()
@@ -208,23 +240,23 @@ public:
         return loop_;
     }
     evloop *raw() const { return loop_; }
-    void count_internal() { internal_tasks_++; }
 
-    void run()
+    // evloop_run (once false) or evloop_run_once, with the GIL released while the loop works.
+    int drive(bool once, int64_t timeout_ns)
     {
         evloop *l = get();
         RunCtx ctx{this, nullptr, false, tls_ctx};
         tls_ctx = &ctx;
         ctx.saved = PyEval_SaveThread();
-        int r = evloop_run(l);
-        // evloop_run returns only after the release task queued with a kept GIL has run.
-        if (ctx.saved)
+        int r = once ? evloop_run_once(l, timeout_ns) : evloop_run(l);
+        if (ctx.saved) // else the GIL is still ours (kept after the last callback)
             PyEval_RestoreThread(ctx.saved);
         tls_ctx = ctx.prev;
-        if (r != -EBUSY)
-            drop_timers_and_fds();
+        if (r != -EBUSY && evloop_state(l) == EVLOOP_TERMINATED)
+            forget_registrations();
         raise_fatal();
-        check(r, "run");
+        check(r, once ? "run_once" : "run");
+        return r;
     }
 
     void stop()
@@ -244,86 +276,86 @@ public:
         tls_ctx = ctx.prev;
         check(r, "free");
         loop_ = nullptr;
-        drop_timers_and_fds();
+        forget_registrations();
         raise_fatal();
     }
 
-    // Timers. Until the C library says when it drops a timer's arg without running it
-    // (cancelled, or left at the loop's end), the loop owns each timer's callable in timers_,
-    // under a key of its own that is both the C arg and the id Python sees.
-    uint64_t timer_start(uint64_t delay_ns, uint64_t interval_ns, py::object fn)
+    // fn(*args) after delay_ns, then every interval_ns unless 0: a Timer, whose Python object
+    // is the C arg (released by a one-shot's firing, a cancel, or release_cb).
+    py::object timer_start(uint64_t delay_ns, uint64_t interval_ns, py::object fn, py::args args)
     {
         evloop *l = get();
-        if (!PyCallable_Check(fn.ptr()))
-            throw py::type_error("callback must be callable");
-        uint64_t key = next_timer_++;
-        Timer &t = timers_[key];
-        t.fn = std::move(fn);
-        t.once = interval_ns == 0;
-        // The GIL is held until the entry is complete: the trampoline cannot look before.
-        int r = evloop_timer_start(l, delay_ns, interval_ns, timer_trampoline,
-                                   reinterpret_cast<void *>(key), &t.id);
-        if (r < 0) {
-            timers_.erase(key);
-            check(r, "timer_start");
-        }
-        return key;
+        evloop_cb cb;
+        auto task = py::reinterpret_steal<py::object>(
+            pack_task(fn.ptr(), &PyTuple_GET_ITEM(args.ptr(), 0), Py_ssize_t(args.size()), &cb));
+        if (!task)
+            throw py::error_already_set();
+        auto *t = new Timer{this, 0, std::move(task), cb == task_trampoline<true>,
+                            interval_ns == 0};
+        py::object obj = py::cast(t, py::return_value_policy::take_ownership);
+        check(evloop_timer_start(l, delay_ns, interval_ns, timer_trampoline, obj.ptr(), &t->id),
+              "timer_start");
+        obj.inc_ref(); // the C reference; the GIL is held: the timer cannot fire before
+        return obj;
     }
 
-    bool timer_cancel(uint64_t key)
-    {
-        auto it = timers_.find(key);
-        if (it == timers_.end())
-            return false;
-        // 0: stopped; a firing begun already finds no entry. -ENOENT: the loop has taken it
-        // to fire (its trampoline waits for the GIL) and runs it.
-        int r = loop_ ? evloop_timer_cancel(loop_, it->second.id) : -ENOENT;
-        if (r == 0)
-            timers_.erase(it);
-        return r == 0;
-    }
-
-    void fire_timer(uint64_t key)
-    {
-        auto it = timers_.find(key);
-        if (it == timers_.end())
-            return;
-        py::object fn = it->second.fn; // alive across a cancel from the callback
-        if (it->second.once)
-            timers_.erase(it);
-        call_task(fn.ptr(), false);
-    }
-
-    // Fds. fds_ owns each fd's callable and the C arg borrows it: evloop_io_remove
-    // guarantees that no callback of the fd starts after it returns, so the entry goes then;
-    // the loop's end drops the rest.
+    // Fds and signals: the C reference to fn is dropped by io_remove/signal_stop (which the
+    // release notification leaves to the caller), or by release_cb; fds_ and sigs_ only find
+    // it again for that.
     void io_add(int fd, unsigned events, py::object fn)
     {
         if (!PyCallable_Check(fn.ptr()))
             throw py::type_error("callback must be callable");
         check(evloop_io_add(get(), fd, events, io_trampoline, fn.ptr()), "io_add");
-        fds_[fd] = std::move(fn); // may replace an entry whose remove is still returning
+        fds_[fd] = fn.inc_ref().ptr();
     }
 
     void io_modify(int fd, unsigned events) { check(evloop_io_modify(get(), fd, events), "io_modify"); }
 
     bool io_remove(int fd)
     {
-        auto it = fds_.find(fd);
-        PyObject *fn = it == fds_.end() ? nullptr : it->second.ptr();
+        PyObject *fn = take(fds_, fd);
         int r;
         {
             // From another thread this waits for a running callback of fd, which needs the GIL.
             py::gil_scoped_release nogil;
             r = loop_ ? evloop_io_remove(loop_, fd) : -ENOENT;
         }
-        it = fds_.find(fd); // another thread may have added fd again meanwhile
-        if (r == 0 && it != fds_.end() && it->second.ptr() == fn)
-            fds_.erase(it);
+        if (r == 0) // no callback of fd starts after evloop_io_remove returns
+            Py_XDECREF(fn);
+        else if (fn)
+            fds_.emplace(fd, fn);
         if (r != -ENOENT)
             check(r, "io_remove");
         return r == 0;
     }
+
+    void signal_start(int signum, py::object fn)
+    {
+        if (!PyCallable_Check(fn.ptr()))
+            throw py::type_error("callback must be callable");
+        check(evloop_signal_start(get(), signum, signal_trampoline, fn.ptr()), "signal_start");
+        sigs_[signum] = fn.inc_ref().ptr();
+    }
+
+    // On the loop thread at once; from another thread a delivery the loop has begun may still
+    // run, so the loop thread stops it (signal_stop_task). False if signum was not watched.
+    bool signal_stop(int signum)
+    {
+        if (!loop_ || !sigs_.count(signum))
+            return false;
+        if (!evloop_on_loop_thread(loop_)) {
+            if (evloop_submit_internal(loop_, signal_stop_task, reinterpret_cast<void *>(
+                                                                    intptr_t(signum))) < 0)
+                return false; // stopping: its end releases the watch
+            return true;
+        }
+        int r = evloop_signal_stop(loop_, signum);
+        if (r == 0)
+            Py_XDECREF(take(sigs_, signum));
+        return r == 0;
+    }
+    static void signal_stop_task(void *arg);
 
     // Completion operations: fn(fd, res) runs once on the loop thread (res: the accepted fd,
     // the bytes read or sent, or a negative errno, -ECANCELED after op_cancel or stop).
@@ -340,6 +372,19 @@ public:
     }
 
     bool on_loop_thread() const { return evloop_on_loop_thread(loop_); }
+    int backend_fd() const
+    {
+        int r = evloop_backend_fd(get());
+        check(r, "backend_fd");
+        return r;
+    }
+    int64_t backend_timeout_ns() const
+    {
+        int64_t r = evloop_backend_timeout_ns(get());
+        if (r < -1)
+            check(int(r), "backend_timeout_ns");
+        return r;
+    }
 
     // With the GIL and the exception a callback fn raised: on_error(exc, fn). Without
     // on_error, or for what on_error raises, the loop stops and run() (or free()) raises it.
@@ -357,33 +402,28 @@ public:
         }
     }
 
-    struct Stats {
-        struct evloop_stats c;
-        uint64_t py_internal_tasks;
-    };
-
-    Stats stats() const
+    struct evloop_stats stats() const
     {
-        Stats s{};
-        check(evloop_stats(get(), &s.c), "stats");
-        s.py_internal_tasks = internal_tasks_;
-        s.c.tasks_run -= std::min(s.c.tasks_run, s.py_internal_tasks);
+        struct evloop_stats s {};
+        check(evloop_stats(get(), &s), "stats");
         return s;
     }
 
     int state() const { return loop_ ? int(evloop_state(loop_)) : int(EVLOOP_TERMINATED); }
     const char *backend() const { return evloop_backend(get()); }
-    size_t live_timers() const { return timers_.size(); }
     size_t live_fds() const { return fds_.size(); }
 
     py::object on_error = py::none();
 
 private:
-    struct Timer {
-        evloop_timer_id id = 0;
-        py::object fn;
-        bool once = false;
-    };
+    static PyObject *take(std::unordered_map<int, PyObject *> &m, int key)
+    {
+        auto it = m.find(key);
+        PyObject *v = it == m.end() ? nullptr : it->second;
+        if (v)
+            m.erase(it);
+        return v;
+    }
 
     void start_op(py::object fn, py::object buf, int flags, int fd);
 
@@ -404,44 +444,27 @@ private:
         throw e;
     }
 
-    // After evloop_run returned or evloop_free: the C library has dropped every timer and fd.
-    void drop_timers_and_fds()
+    // The loop has terminated: release_cb has had every fd and signal still registered.
+    void forget_registrations()
     {
-        std::unordered_map<uint64_t, Timer> timers;
-        std::unordered_map<int, py::object> fds;
-        timers.swap(timers_); // released at return: their destructors may use the loop
-        fds.swap(fds_);
+        fds_.clear();
+        sigs_.clear();
     }
 
     evloop *loop_ = nullptr;
     std::optional<py::error_already_set> fatal_;
-    std::unordered_map<uint64_t, Timer> timers_;
-    uint64_t next_timer_ = 1;
-    std::unordered_map<int, py::object> fds_;
-    uint64_t internal_tasks_ = 0; // under the GIL
+    std::unordered_map<int, PyObject *> fds_, sigs_; // not owning: the C references
 };
 
 CallbackGil::~CallbackGil()
 {
-    if (mode_ == Restored) {
-        // Refused (the loop is stopping, nothing left to batch): release it now.
-        if (g_lazy_gil && evloop_submit_internal(ctx_->loop->raw(), release_gil_task, ctx_) == 0)
-            ctx_->lazy = true;
-        else
-            ctx_->saved = PyEval_SaveThread();
-    } else if (mode_ == Ensured) {
+    if (ensured_) {
         PyGILState_Release(gstate_);
+        return;
     }
-}
-
-void release_gil_task(void *arg)
-{
-    auto *ctx = static_cast<RunCtx *>(arg);
-    if (ctx->lazy) { // with the GIL
-        ctx->loop->count_internal();
-        ctx->lazy = false;
-        ctx->saved = PyEval_SaveThread();
-    }
+    ctx_->lazy = g_lazy_gil && evloop_state(ctx_->loop->raw()) != EVLOOP_TERMINATING;
+    if (!ctx_->lazy)
+        ctx_->saved = PyEval_SaveThread();
 }
 
 void report(PyObject *fn)
@@ -452,10 +475,89 @@ void report(PyObject *fn)
         PyErr_WriteUnraisable(fn);
 }
 
-void timer_trampoline(void *key)
+void timer_trampoline(void *arg)
 {
     CallbackGil gil;
-    tls_ctx->loop->fire_timer(reinterpret_cast<uint64_t>(key));
+    py::handle me(static_cast<PyObject *>(arg));
+    Timer &t = me.cast<Timer &>();
+    if (t.state == Timer::Armed) {
+        py::object task = t.once ? std::move(t.task) : t.task;
+        t.state = t.once ? Timer::Fired : t.state;
+        call_task(task.ptr(), t.packed);
+    }
+    if (t.once) // the C library is done with a one-shot timer's arg
+        me.dec_ref();
+}
+
+// Timer::cancel from another thread: the loop thread cancels, where no firing is under way.
+void cancel_task(void *arg)
+{
+    CallbackGil gil;
+    auto me = py::reinterpret_steal<py::object>(static_cast<PyObject *>(arg)); // the task's
+    Timer &t = me.cast<Timer &>();
+    if (evloop_timer_cancel(t.owner->raw(), t.id) == 0)
+        me.dec_ref(); // the C reference
+}
+
+bool Timer::cancel()
+{
+    if (state != Armed)
+        return false;
+    state = Cancelled; // a firing on its way skips the call
+    py::object drop = std::move(task);
+    py::object me = py::cast(this, py::return_value_policy::reference);
+    evloop *l = owner->raw();
+    if (evloop_on_loop_thread(l)) {
+        if (evloop_timer_cancel(l, id) == 0)
+            me.dec_ref(); // the C reference
+    } else if (evloop_submit_internal(l, cancel_task, me.inc_ref().ptr()) < 0) {
+        me.dec_ref(); // refused, the loop is stopping: its end releases the C reference
+    }
+    return true;
+}
+
+bool Timer::again(uint64_t delay_ns)
+{
+    int r = state == Armed ? evloop_timer_again(owner->raw(), id, delay_ns) : -ENOENT;
+    if (r != -ENOENT)
+        check(r, "timer_again");
+    return r == 0;
+}
+
+bool Timer::active() const
+{
+    return state == Armed && evloop_state(owner->raw()) < EVLOOP_TERMINATING;
+}
+
+void RawLoop::signal_stop_task(void *arg)
+{
+    CallbackGil gil;
+    RawLoop *l = tls_ctx->loop;
+    int signum = int(reinterpret_cast<intptr_t>(arg));
+    if (evloop_signal_stop(l->raw(), signum) == 0)
+        Py_XDECREF(take(l->sigs_, signum));
+}
+
+void signal_trampoline(void *arg)
+{
+    CallbackGil gil;
+    PyObject *fn = Py_NewRef(static_cast<PyObject *>(arg)); // it may stop its own signal
+    call_task(fn, false);
+    Py_DECREF(fn);
+}
+
+// The release notification: the loop drops a registration's arg without running it.
+void release_cb(void *arg)
+{
+    if (!arg) // the PREPARE hook's
+        return;
+    CallbackGil gil;
+    py::handle h(static_cast<PyObject *>(arg));
+    if (py::isinstance<Timer>(h) && h.cast<Timer &>().state == Timer::Armed) {
+        h.cast<Timer &>().state = Timer::Released;
+        h.cast<Timer &>().task = py::none();
+    }
+    h.dec_ref();
 }
 
 // fn(fd, n) with the GIL held; takes a reference to fn (the call may drop the other ones).
@@ -638,7 +740,6 @@ int probe_backend(const std::string &name)
 PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
 {
     using namespace EVLOOP_PY_MODULE;
-    using Stats = RawLoop::Stats;
     m.doc() = "evloop's C API, ingress variant '" EVLOOP_PY_VARIANT "' (use the evloop package)";
 
     py::module_ common = py::module_::import("evloop._common");
@@ -685,14 +786,24 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     m.def("_set_lazy_gil", [](bool on) { g_lazy_gil = on; }, py::arg("on"),
           "Testing: keep the GIL between the callbacks of a batch (default True).");
 
-    py::class_<Stats> stats(m, "Stats", py::module_local(),
-                            "struct evloop_stats as read-only fields, and py_internal_tasks:\n"
-                            "the binding's own tasks, left out of tasks_run.");
-#define EVLOOP_PY_FIELD(f, doc) stats.def_property_readonly(#f, [](const Stats &s) { return s.c.f; }, doc);
+    py::class_<struct evloop_stats> stats(m, "Stats", py::module_local(),
+                                          "struct evloop_stats as read-only fields.");
+#define EVLOOP_PY_FIELD(f, doc) stats.def_readonly(#f, &evloop_stats::f, doc);
     EVLOOP_PY_STATS(EVLOOP_PY_FIELD)
-#define EVLOOP_PY_NAME(f, doc) #f,
-    stats.def_readonly("py_internal_tasks", &Stats::py_internal_tasks);
-    stats.attr("_fields") = py::make_tuple(EVLOOP_PY_STATS(EVLOOP_PY_NAME) "py_internal_tasks");
+    py::list fields;
+#define EVLOOP_PY_NAME(f, doc) fields.append(#f);
+    EVLOOP_PY_STATS(EVLOOP_PY_NAME)
+    stats.attr("_fields") = py::tuple(fields);
+
+    py::class_<Timer>(m, "Timer", py::module_local(), "A timer of RawLoop.timer_start.")
+        .def_readonly("id", &Timer::id)
+        .def("cancel", &Timer::cancel, "True if this call stopped the timer (evloop_timer_cancel).")
+        .def("again", &Timer::again, py::arg("delay_ns"),
+             "evloop_timer_again: next firing delay_ns from now; False if not armed.")
+        .def_property_readonly("active", &Timer::active, "Armed and its loop not stopping.")
+        .def_property_readonly("cancelled", [](const Timer &t) {
+            return t.state == Timer::Cancelled || t.state == Timer::Released;
+        }, "Cancelled, or dropped unfired at the loop's end.");
 
     py::class_<RawLoop> cls(m, "RawLoop", py::module_local(), "One evloop; the C calls.");
     cls.def(py::init<std::optional<std::string>, int64_t, unsigned, bool,
@@ -700,14 +811,21 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
             py::arg("backend") = py::none(), py::arg("spin_ns") = -1,
             py::arg("batch_budget") = 0, py::arg("auto_exit") = false,
             py::arg("profile") = py::none(), py::arg("fence") = py::none(), "evloop_new.")
-        .def("run", &RawLoop::run, "evloop_run, with the GIL released while the loop waits.")
+        .def("run", [](RawLoop &l) { l.drive(false, 0); },
+             "evloop_run, with the GIL released while the loop waits.")
+        .def("run_once", [](RawLoop &l, int64_t timeout_ns) { return l.drive(true, timeout_ns); },
+             py::arg("timeout_ns"), "evloop_run_once: the callbacks run.")
+        .def("backend_fd", &RawLoop::backend_fd, "evloop_backend_fd.")
+        .def("backend_timeout_ns", &RawLoop::backend_timeout_ns, "evloop_backend_timeout_ns.")
         .def("stop", &RawLoop::stop, "evloop_stop; a no-op once freed.")
         .def("free", &RawLoop::free, "evloop_free; idempotent.")
         .def_property_readonly("closed", [](const RawLoop &l) { return !l.raw(); })
         .def("timer_start", &RawLoop::timer_start, py::arg("delay_ns"), py::arg("interval_ns"),
-             py::arg("fn"), "evloop_timer_start of fn(); returns an id for timer_cancel.")
-        .def("timer_cancel", &RawLoop::timer_cancel, py::arg("id"),
-             "evloop_timer_cancel: True if this call stopped the timer.")
+             py::arg("fn"), "timer_start(delay_ns, interval_ns, fn, *args) -> Timer.")
+        .def("signal_start", &RawLoop::signal_start, py::arg("signum"), py::arg("fn"),
+             "evloop_signal_start: fn() on the loop thread after deliveries of signum.")
+        .def("signal_stop", &RawLoop::signal_stop, py::arg("signum"),
+             "evloop_signal_stop; from another thread the loop thread does it a moment later.")
         .def("io_add", &RawLoop::io_add, py::arg("fd"), py::arg("events"), py::arg("fn"),
              "evloop_io_add: fn(fd, revents) on the loop thread while fd is ready.")
         .def("io_modify", &RawLoop::io_modify, py::arg("fd"), py::arg("events"))
@@ -728,7 +846,6 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
         .def("stats", &RawLoop::stats, "evloop_stats, as a Stats.")
         .def_property_readonly("state", &RawLoop::state, "evloop_state, as an int.")
         .def_property_readonly("backend", &RawLoop::backend, "evloop_backend.")
-        .def("_live_timers", &RawLoop::live_timers)
         .def("_live_fds", &RawLoop::live_fds);
     for (PyMethodDef &def : g_fast_methods)
         cls.attr(def.ml_name) = py::reinterpret_steal<py::object>(

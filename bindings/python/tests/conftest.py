@@ -5,6 +5,7 @@ sleeps that a slow machine could outrun."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Callable, Iterator, Optional
@@ -26,6 +27,12 @@ def wait_until(pred: Callable[[], bool], timeout: float = DEADLINE, step: float 
             return True
         time.sleep(step)
     return pred()
+
+
+def c_holds(handle: "evloop.TimerHandle") -> bool:
+    """True while the C library holds its reference to the timer (the C arg): armed, or a
+    cancel from another thread not yet done by the loop thread."""
+    return sys.getrefcount(handle._t) > 2  # the handle's slot and getrefcount's argument
 
 
 class LoopThread:

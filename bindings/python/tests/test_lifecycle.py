@@ -210,7 +210,7 @@ def test_stats_has_every_field_of_the_c_struct_read_only(loop):
     st = loop.stats()
     fields = c_stats_fields()
     assert "spin_preemptions" in fields and len(fields) >= 19
-    assert list(st._fields) == fields + ["py_internal_tasks"]
+    assert list(st._fields) == fields
     d = st.as_dict()
     assert list(d) == list(st._fields)
     for k in st._fields:
@@ -231,9 +231,8 @@ def test_stats_count_only_user_work(loop):
     loop.call_later(0.002, loop.stop)
     loop.run()
     st = loop.stats()
-    assert st.tasks_run == 100
+    assert st.tasks_run == 100  # the binding queues no task of its own here
     assert st.timers_fired == 2
-    assert st.py_internal_tasks >= 1  # the GIL release tasks
 
 
 def test_state_enum_compares_as_str():

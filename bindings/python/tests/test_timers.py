@@ -10,7 +10,7 @@ import time
 import pytest
 
 import evloop
-from conftest import DEADLINE, wait_until
+from conftest import DEADLINE, c_holds, wait_until
 
 
 def test_call_later_fires_once_and_never_early(running):
@@ -55,7 +55,7 @@ def test_cancelled_timer_never_runs(running):
     running.loop.call_later(0.1, done.set)
     assert done.wait(DEADLINE)
     assert fired == []
-    assert running.loop._live_timers() == 0
+    assert not c_holds(h)
 
 
 def test_call_every_repeats_until_cancelled(running):
@@ -69,7 +69,7 @@ def test_call_every_repeats_until_cancelled(running):
     running.loop.call_later(0.05, done.set)
     assert done.wait(DEADLINE)
     assert len(ticks) <= n + 1  # at most one already taken by the loop when cancel ran
-    assert running.loop._live_timers() == 0
+    assert not c_holds(h)
 
 
 def test_call_every_cancelled_from_its_own_callback(running):
@@ -118,7 +118,7 @@ def test_cancel_from_many_threads_while_timers_fire(running):
         t.start()
     for t in ts:
         t.join()
-    assert wait_until(lambda: running.loop._live_timers() == 0)
+    assert wait_until(lambda: not any(c_holds(h) for h in handles))
     done = threading.Event()
     running.loop.submit(done.set)
     assert done.wait(DEADLINE)
@@ -156,10 +156,10 @@ def test_timers_left_at_stop_are_released_and_read_as_cancelled(loop):
     before = (sys.getrefcount(fn), sys.getrefcount(arg))
     hs = [loop.call_later(3600, fn, arg) for _ in range(100)]
     hs += [loop.call_every(3600, fn, arg) for _ in range(100)]
-    assert loop._live_timers() == 200
+    assert all(c_holds(h) for h in hs)
     loop.submit(loop.stop)
     loop.run()
-    assert loop._live_timers() == 0
+    assert not any(c_holds(h) for h in hs)
     assert all(h.cancelled() and not h.active for h in hs)
     assert all(h.cancel() is False for h in hs)
     assert (sys.getrefcount(fn), sys.getrefcount(arg)) == before
