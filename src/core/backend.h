@@ -25,8 +25,10 @@ struct evloop__io_event {
  * non-blocking syscalls, so a backend without them loses nothing but speed.
  *
  * The contract of a native backend:
- *  - op_start and op_cancel are called on the loop thread only (inside evloop_run, or by
- *    the thread running the loop's final drain), never concurrently with wait().
+ *  - op_start and op_cancel are called on the loop thread only (inside evloop_run or
+ *    evloop_run_once, or by the thread running the loop's final drain), never concurrently
+ *    with wait(), and with the core's io_lock held, the lock add/modify/remove are called
+ *    under: none of the four runs concurrently with another. They must not block.
  *  - Every op_start that returned 0 gets exactly one completion report from a later wait()
  *    (never from op_start itself): {tag = (uintptr_t)op, events = EVLOOP__EV_OP, res}, also
  *    after op_cancel. Reports of ops are never dropped, merged or re-polled; they count in
@@ -44,7 +46,10 @@ struct evloop__io_event {
  *    and ops exclude each other per fd).
  *  - The loop sleeps in wait() while any op is started (ops count in the loop's fds).
  * How the backend batches submissions (one io_uring_enter per wait), uses multishot
- * requests or provided buffers behind these calls, is its own business. */
+ * requests or provided buffers behind these calls, is its own business.
+ * $EVLOOP_OPS=emulate runs the emulation even where these are set (A/B on one backend);
+ * test_ops and stress_ops run every backend in its own mode and in $EVLOOP_OPS=native-sim,
+ * where the core plays this contract against its emulation (ops.h). */
 struct evloop__op; /* core-owned (ops.c): stable address from op_start until its report */
 enum { EVLOOP__OP_ACCEPT = 1, EVLOOP__OP_RECV, EVLOOP__OP_SEND };
 struct evloop__op_desc {
