@@ -63,8 +63,16 @@ def backends() -> List[str]:
         built = [b for b in _arena.BACKENDS.split(",") if b]
         # the C library's own preference (src/core/backend.c), then anything else built
         order = [b for b in _PRIORITY if b in built] + [b for b in built if b not in _PRIORITY]
-        _backends_cache = [b for b in order if _arena.probe_backend(b) == 0]
+        _backends_cache = [b for b in order if _starts(b)]
     return list(_backends_cache)
+
+
+def _starts(backend: str) -> bool:
+    try:
+        _arena.RawLoop(backend, profile="").free()
+    except Error:
+        return False
+    return True
 
 
 def now_ns() -> int:

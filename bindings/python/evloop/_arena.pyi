@@ -20,12 +20,8 @@ def strerror(err: int) -> str:
     """evloop_strerror(err)."""
 def now_ns() -> int:
     """evloop_now_ns(): the loops' clock, ns."""
-def probe_backend(name: str) -> int:
-    """0 when a loop with this backend starts here, else the negative errno."""
 def autotune(max_seconds: float, save: Optional[str] = None) -> Dict[str, Any]:
     """evloop_autotune, with the GIL released; the profile as a dict."""
-def profile_load(path: str) -> Dict[str, Any]:
-    """evloop_profile_load(path): the profile as a dict."""
 def check_signals() -> None:
     """PyErr_CheckSignals(): runs the Python signal handlers now (main thread)."""
 def write_unraisable(exc: BaseException, obj: Any) -> None:

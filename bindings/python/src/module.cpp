@@ -11,6 +11,8 @@
 // (release_cb); the rest by the call that removes it (io_remove, signal_stop, cancel),
 // on the loop thread, where no callback of it can still be on its way.
 // GIL: run() releases it while evloop_run works; a trampoline takes it around each call.
+// The measured fast paths (the GIL kept across a batch, METH_FASTCALL submits) and what they
+// stand on (RunCtx, CallbackGil, the task trampolines) are in src/fastpath.h.
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -46,137 +48,9 @@ extern "C" {
 // from include/evloop.h by src/stats_fields.py at build time.
 #include "evloop_stats_fields.h"
 
-namespace py = pybind11;
-
-#if PY_VERSION_HEX < 0x030A0000
-static inline PyObject *Py_NewRef(PyObject *o)
-{
-    Py_INCREF(o);
-    return o;
-}
-#endif
+#include "fastpath.h"
 
 namespace EVLOOP_PY_MODULE {
-
-// evloop.Error and evloop.LoopClosedError (evloop/_common.py, shared by both modules so that
-// one except clause catches both variants); held for the life of the process.
-py::handle g_error, g_closed_error;
-bool g_lazy_gil = true;
-
-// A negative errno of the C library as a C++ exception; the module's exception translator
-// raises it as evloop.Error(errno, message), LoopClosedError for ESHUTDOWN.
-struct Errno {
-    int err;
-    std::string what;
-};
-
-void set_error(int err, const std::string &what)
-{
-    std::string msg = what + (what.empty() ? "" : ": ") + evloop_strerror(err);
-    py::set_error(err == -ESHUTDOWN ? g_closed_error : g_error, py::make_tuple(-err, msg));
-}
-
-void check(int r, const char *what)
-{
-    if (r < 0)
-        throw Errno{r, what};
-}
-
-class RawLoop;
-
-// What the thread running a loop's callbacks knows: set by run() and free(), the two calls
-// inside which the C library runs callbacks; innermost first.
-struct RunCtx {
-    RawLoop *loop;
-    PyThreadState *saved; // non-null while run() has released the GIL on this thread
-    bool lazy;            // the GIL is kept between callbacks (see CallbackGil)
-    RunCtx *prev;
-};
-thread_local RunCtx *tls_ctx = nullptr;
-
-// Takes the GIL around one Python callback on the loop thread. After the callback the GIL is
-// kept for the next one; a PREPARE hook (prepare_hook), which runs before the loop can spin,
-// poll or sleep, releases it. So the GIL is never held while the loop waits, and a batch of N
-// callbacks costs one release/acquire instead of N. A stopping loop runs no hook (and may
-// wait for operations to finish): there each callback releases it. Measured with
-// `examples/roundtrip.py --n 5000 --rounds 5 --flood 200000 --eager-gil` (2 vCPUs, load 8,
-// Python 3.11; medians of 5 rounds): a flood from another thread took 74 ns per callback so,
-// 180 ns releasing the GIL after each callback; submit_batch floods 54 against 169 ns.
-class CallbackGil {
-public:
-    CallbackGil() : ctx_(tls_ctx)
-    {
-        if (ctx_ && ctx_->saved) {
-            PyEval_RestoreThread(ctx_->saved);
-            ctx_->saved = nullptr;
-        } else if (!ctx_ || !ctx_->lazy) {
-            ensured_ = true; // free()'s caller, who holds the GIL already
-            gstate_ = PyGILState_Ensure();
-        }
-    }
-    ~CallbackGil();
-    CallbackGil(const CallbackGil &) = delete;
-    CallbackGil &operator=(const CallbackGil &) = delete;
-
-private:
-    RunCtx *ctx_;
-    bool ensured_ = false;
-    PyGILState_STATE gstate_{};
-};
-
-void prepare_hook(void *)
-{
-    RunCtx *c = tls_ctx;
-    if (c && c->lazy) {
-        c->lazy = false;
-        c->saved = PyEval_SaveThread();
-    }
-}
-
-void report(PyObject *fn);
-
-// Calls a task (fn, or the tuple (fn, *args) when packed) with the GIL held; an exception
-// goes to the loop's on_error.
-void call_task(PyObject *task, bool packed)
-{
-    PyObject *r, *fn = task;
-    if (packed) {
-        PyObject **it = &PyTuple_GET_ITEM(task, 0);
-        fn = it[0];
-        r = PyObject_Vectorcall(fn, it + 1, size_t(PyTuple_GET_SIZE(task) - 1), nullptr);
-    } else {
-        r = PyObject_CallNoArgs(fn);
-    }
-    if (r)
-        Py_DECREF(r);
-    else
-        report(fn);
-}
-
-template <bool Packed> void task_trampoline(void *arg)
-{
-    CallbackGil gil;
-    call_task(static_cast<PyObject *>(arg), Packed);
-    Py_DECREF(static_cast<PyObject *>(arg));
-}
-
-// The task for fn(*args) (n args, maybe 0): a new reference, and its trampoline in *cb.
-// NULL with an exception set when fn is not callable.
-PyObject *pack_task(PyObject *fn, PyObject *const *args, Py_ssize_t n, evloop_cb *cb)
-{
-    if (!PyCallable_Check(fn)) {
-        PyErr_Format(PyExc_TypeError, "callback must be callable, not %.200s",
-                     Py_TYPE(fn)->tp_name);
-        return nullptr;
-    }
-    *cb = n ? task_trampoline<true> : task_trampoline<false>;
-    if (n == 0)
-        return Py_NewRef(fn);
-    PyObject *t = PyTuple_New(n + 1);
-    for (Py_ssize_t i = 0; t && i <= n; i++)
-        PyTuple_SET_ITEM(t, i, Py_NewRef(i ? args[i - 1] : fn));
-    return t;
-}
 
 void timer_trampoline(void *arg);
 void signal_trampoline(void *arg);
@@ -245,7 +119,7 @@ public:
     int drive(bool once, int64_t timeout_ns)
     {
         evloop *l = get();
-        RunCtx ctx{this, nullptr, false, tls_ctx};
+        RunCtx ctx{this, l, nullptr, false, tls_ctx};
         tls_ctx = &ctx;
         ctx.saved = PyEval_SaveThread();
         int r = once ? evloop_run_once(l, timeout_ns) : evloop_run(l);
@@ -270,7 +144,7 @@ public:
     {
         if (!loop_)
             return;
-        RunCtx ctx{this, nullptr, false, tls_ctx};
+        RunCtx ctx{this, loop_, nullptr, false, tls_ctx};
         tls_ctx = &ctx;
         int r = evloop_free(loop_);
         tls_ctx = ctx.prev;
@@ -456,17 +330,6 @@ private:
     std::unordered_map<int, PyObject *> fds_, sigs_; // not owning: the C references
 };
 
-CallbackGil::~CallbackGil()
-{
-    if (ensured_) {
-        PyGILState_Release(gstate_);
-        return;
-    }
-    ctx_->lazy = g_lazy_gil && evloop_state(ctx_->loop->raw()) != EVLOOP_TERMINATING;
-    if (!ctx_->lazy)
-        ctx_->saved = PyEval_SaveThread();
-}
-
 void report(PyObject *fn)
 {
     if (tls_ctx)
@@ -618,83 +481,15 @@ void RawLoop::start_op(py::object fn, py::object buf, int flags, int fd)
     op.release(); // the C library's until the callback
 }
 
-// The hand-off: submit, submit_internal, queue_microtask and submit_batch are METH_FASTCALL
-// methods of RawLoop, not pybind11 functions: a pybind11 def of the same submit
-// (py::object fn, py::args) cost 249 ns per call against 101 ns here (200k submits to a loop
-// not running; medians of 9 interleaved rounds, 2 vCPUs, load 15, Python 3.11), and in a
-// flood from another thread 412 against 243 ns per task.
-
-RawLoop *self_loop(PyObject *self)
+evloop *loop_of(PyObject *self)
 {
     // self is a RawLoop (the method descriptor checked); pybind11's simple instance layout.
     RawLoop *l =
         reinterpret_cast<py::detail::instance *>(self)->get_value_and_holder().value_ptr<RawLoop>();
     if (!l || !l->raw())
         set_error(-ESHUTDOWN, "the loop is closed");
-    return l && l->raw() ? l : nullptr;
+    return l ? l->raw() : nullptr;
 }
-
-template <int (*Push)(evloop *, evloop_cb, void *)>
-PyObject *fast_submit(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    if (n < 1) {
-        PyErr_SetString(PyExc_TypeError, "submit(fn, *args) needs fn");
-        return nullptr;
-    }
-    RawLoop *l = self_loop(self);
-    evloop_cb cb;
-    PyObject *task = l ? pack_task(args[0], args + 1, n - 1, &cb) : nullptr;
-    int r = task ? Push(l->raw(), cb, task) : 0;
-    if (r < 0) {
-        Py_DECREF(task);
-        set_error(r, "");
-    }
-    return task && r == 0 ? Py_NewRef(Py_None) : nullptr;
-}
-
-// submit_batch(tasks): a sequence of callables or tuples (fn, *args); all or none.
-PyObject *fast_submit_batch(PyObject *self, PyObject *const *args, Py_ssize_t n)
-{
-    RawLoop *l = n == 1 ? self_loop(self) : nullptr;
-    if (n != 1 && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "submit_batch(tasks) takes one sequence");
-    PyObject *seq = l ? PySequence_Fast(args[0], "submit_batch needs a sequence") : nullptr;
-    if (!seq)
-        return nullptr;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq), i = 0;
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    std::vector<evloop_task> tasks(size_t(count), evloop_task{nullptr, nullptr});
-    for (; i < count; i++) {
-        PyObject *it = items[i];
-        bool packed = PyTuple_Check(it) && PyTuple_GET_SIZE(it) > 0; // a tuple is its own task
-        if (!PyCallable_Check(packed ? PyTuple_GET_ITEM(it, 0) : it)) {
-            PyErr_Format(PyExc_TypeError, "submit_batch: item %zd is not a callable or a "
-                         "tuple (fn, *args)", i);
-            break;
-        }
-        tasks[size_t(i)] = {packed ? task_trampoline<true> : task_trampoline<false>, Py_NewRef(it)};
-    }
-    int r = i == count ? evloop_submit_batch(l->raw(), tasks.data(), tasks.size()) : -1;
-    if (r < 0) {
-        for (Py_ssize_t j = 0; j < i; j++)
-            Py_DECREF(static_cast<PyObject *>(tasks[size_t(j)].arg));
-        if (i == count)
-            set_error(r, "");
-    }
-    Py_DECREF(seq);
-    return r == 0 ? Py_NewRef(Py_None) : nullptr;
-}
-
-PyMethodDef g_fast_methods[] = {
-    {"submit", (PyCFunction)(void (*)(void))fast_submit<evloop_submit>, METH_FASTCALL,
-     "submit(fn, *args): evloop_submit of fn(*args)."},
-    {"submit_internal", (PyCFunction)(void (*)(void))fast_submit<evloop_submit_internal>,
-     METH_FASTCALL, "submit_internal(fn, *args): evloop_submit_internal of fn(*args)."},
-    {"queue_microtask", (PyCFunction)(void (*)(void))fast_submit<evloop_queue_microtask>,
-     METH_FASTCALL, "queue_microtask(fn, *args): evloop_queue_microtask of fn(*args)."},
-    {"submit_batch", (PyCFunction)(void (*)(void))fast_submit_batch, METH_FASTCALL,
-     "submit_batch(tasks): evloop_submit_batch of callables or tuples (fn, *args)."},
-};
 
 py::dict profile_dict(const evloop_profile &p)
 {
@@ -719,20 +514,6 @@ py::dict autotune(double max_seconds, std::optional<std::string> save)
     }
     check(r, p.version ? "evloop_autotune: saving the profile" : "evloop_autotune");
     return profile_dict(p);
-}
-
-int probe_backend(const std::string &name)
-{
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.backend = name.c_str();
-    cfg.profile = "";
-    evloop *loop = nullptr;
-    py::gil_scoped_release nogil;
-    int r = evloop_new(&loop, &cfg);
-    if (r == 0)
-        evloop_free(loop);
-    return r;
 }
 
 } // namespace EVLOOP_PY_MODULE
@@ -766,15 +547,8 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     m.def("ingress", &evloop_ingress, "evloop_ingress(): the variant linked.");
     m.def("strerror", &evloop_strerror, py::arg("err"), "evloop_strerror(err).");
     m.def("now_ns", &evloop_now_ns, "evloop_now_ns(): the loops' clock, ns.");
-    m.def("probe_backend", &probe_backend, py::arg("name"),
-          "0 when a loop with this backend starts here, else the negative errno.");
     m.def("autotune", &autotune, py::arg("max_seconds"), py::arg("save") = py::none(),
           "evloop_autotune, with the GIL released; the profile as a dict.");
-    m.def("profile_load", [](const std::string &path) {
-              evloop_profile p{};
-              check(evloop_profile_load(&p, path.c_str()), "evloop_profile_load");
-              return profile_dict(p);
-          }, py::arg("path"), "evloop_profile_load(path): the profile as a dict.");
     m.def("check_signals", []() {
               if (PyErr_CheckSignals() < 0)
                   throw py::error_already_set();
