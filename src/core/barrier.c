@@ -23,12 +23,9 @@
 #define HAVE_MEMBARRIER 1
 #endif
 
-#if defined(__SANITIZE_THREAD__)
+#ifdef EVLOOP__UNDER_TSAN
 #define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
+_Atomic unsigned evloop__tsan_fence_word;
 #endif
 
 static pthread_once_t register_once = PTHREAD_ONCE_INIT;
@@ -63,7 +60,7 @@ void evloop__barrier_heavy(unsigned fence)
     }
 #endif
     (void)fence;
-    atomic_thread_fence(memory_order_seq_cst);
+    evloop__fence();
 }
 
 static bool names(const char *s, const char *name)

@@ -80,7 +80,7 @@ void evloop__sleep_wake_word(_Atomic uint32_t *word)
 {
     /* Only with CAP_WORD_WAKE, which only the futex waker offers: its wake needs no
      * waker state. seq_cst: as in notify; the caller published under a lock before. */
-    atomic_thread_fence(memory_order_seq_cst);
+    evloop__fence();
     if (atomic_load_explicit(word, memory_order_relaxed) == EVLOOP__SLEEP_WORD &&
         atomic_exchange(word, EVLOOP__AWAKE) == EVLOOP__SLEEP_WORD)
         evloop__waker_wake(NULL, word);

@@ -124,7 +124,7 @@ static void kick(struct uring *s)
     }
     /* seq_cst: the fence orders the table change (under the lock) before the read; the
      * eventfd's count stays set, so a write made while the loop is awake is not lost. */
-    atomic_thread_fence(memory_order_seq_cst);
+    evloop__fence();
     if (atomic_load_explicit(s->word, memory_order_relaxed) == EVLOOP__SLEEP_POLLER)
         write_eventfd(s);
 }

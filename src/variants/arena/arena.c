@@ -584,7 +584,7 @@ static void settle(struct evloop__ingress *q, struct lane *l)
         return;
     }
     /* announced before tail: pairs with the producer's fence in end_push(). */
-    atomic_thread_fence(memory_order_seq_cst);
+    evloop__fence();
     bool orphaned = atomic_load_explicit(&l->orphaned, memory_order_acquire);
     if (lane_is_empty(l) && !orphaned)
         work_remove(q, l);
