@@ -1,5 +1,5 @@
 #!/bin/sh
-# The long fuzzing run of issue 6: every fuzzer for RUNS executions (default 1,000,000),
+# The long fuzzing run of issues 6 and 11: every fuzzer for RUNS executions (default 1,000,000),
 # one after the other, from the seed corpus; new inputs and any crash go to OUT.
 #   tests/fuzz/run_long.sh BUILD_DIR [RUNS] [OUT]
 # BUILD_DIR is a build configured with -DCMAKE_C_COMPILER=clang-14 -DEVLOOP_BUILD_FUZZ=ON.
@@ -26,6 +26,8 @@ run() { # name binary corpus [VAR=value ...]
 }
 run ingress_arena fuzz_ingress_arena fuzz_ingress
 run ingress_chunk fuzz_ingress_chunk fuzz_ingress
+run lanes_arena fuzz_lanes_arena fuzz_lanes
+run lanes_chunk fuzz_lanes_chunk fuzz_lanes
 run timers fuzz_timers fuzz_timers
 for b in epoll io_uring; do
     run api_arena_$b fuzz_api_arena fuzz_api EVLOOP_BACKEND=$b
