@@ -6,8 +6,9 @@
 #
 #   bash bindings/python/run_tests.sh [pytest args...]
 #
-# Environment: PYTHON (default python3) picks the interpreter; EVLOOP_PY_BUILD_DIR
-# (default build-python/cmake) keeps the CMake build between runs, EVLOOP_PY_CLEAN=1
+# Environment: PYTHON (default python3) picks the interpreter; EVLOOP_PY_OUT (default
+# build-python under the repository) holds the venv and the CMake build; EVLOOP_PY_BUILD_DIR
+# (default $EVLOOP_PY_OUT/cmake) keeps the CMake build between runs, EVLOOP_PY_CLEAN=1
 # starts it afresh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -34,7 +35,7 @@ if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
     apt_install python3-venv
 fi
 
-out="$root/build-python"
+out="${EVLOOP_PY_OUT:-$root/build-python}"
 venv="$out/venv"
 build_dir="${EVLOOP_PY_BUILD_DIR:-$out/cmake}"
 [ "${EVLOOP_PY_CLEAN:-0}" = "1" ] && rm -rf "$build_dir"
