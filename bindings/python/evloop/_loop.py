@@ -185,8 +185,9 @@ class _SignalWakeup:
 
     def close(self) -> None:
         self._closing = True
-        if signal.set_wakeup_fd(self._old, warn_on_full_buffer=False) != self._w:
-            signal.set_wakeup_fd(-1)  # someone replaced ours meanwhile: theirs wins
+        current = signal.set_wakeup_fd(self._old)
+        if current != self._w:  # someone replaced ours meanwhile: theirs stays
+            signal.set_wakeup_fd(current)
         os.write(self._w, b"\0")
         self._thread.join()
         os.close(self._r)
@@ -223,7 +224,10 @@ class Loop:
     or ``with`` block stops the loop gracefully, waits for it, and propagates.
 
     ``with evloop.Loop() as loop:`` stops the loop, waits for its thread if
-    ``run_in_thread()`` started one, and closes it on exit, also on an exception.
+    ``run_in_thread()`` started one, and closes it on exit, also on an exception. Close
+    loops you are done with: ``close()`` runs the tasks still queued and releases every
+    callback the loop holds (a loop left to the garbage collector with callbacks that
+    refer back to it may never be freed).
     """
 
     def __init__(self, backend: Optional[str] = None, variant: Optional[str] = None,
@@ -590,10 +594,15 @@ class Loop:
 
     def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                  tb: Optional[TracebackType]) -> None:
-        if self._thread is not None:
-            self._c.stop()
-            self.join()
-        self.close()
+        try:
+            if self._thread is not None:
+                self._c.stop()
+                self.join()
+        finally:
+            # Unless a second Ctrl-C interrupted the wait: then the loop, stopped, ends on
+            # its own (non-daemon) thread and is freed with this object.
+            if self._thread is None or not self._thread.is_alive():
+                self.close()
 
     # ------------------------------------------------------------------ the rest
 

@@ -247,3 +247,24 @@ def test_100k_tasks_in_batches_leave_no_growth(loop):
     grown = sum(s.size_diff for s in snap1.compare_to(snap0, "filename")
                 if "tracemalloc" not in s.traceback[0].filename)
     assert grown < 64 * 1024
+
+
+def test_timers_cancelled_from_another_thread_on_a_loop_never_run_are_released(loop):
+    def fn():
+        pass
+
+    before = refs(fn)
+    hs = []
+
+    def other():
+        for _ in range(100):
+            hs.append(loop.call_every(3600, fn))
+            assert hs[-1].cancel()
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert all(c_holds(h) for h in hs)  # the loop thread finishes the cancel: none yet
+    loop.close()  # its drain does
+    assert refs(fn) == before
+    assert not any(c_holds(h) for h in hs) and all(h.cancelled() for h in hs)

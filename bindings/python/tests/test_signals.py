@@ -126,6 +126,25 @@ def test_the_wakeup_fd_is_restored_after_run():
     assert "restored True" in out.stdout
 
 
+def test_a_wakeup_fd_set_during_run_is_left_in_place():
+    child = textwrap.dedent(
+        """
+        import os, signal, evloop
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        loop = evloop.Loop()
+        loop.submit(signal.set_wakeup_fd, w)  # a callback on the main thread sets its own
+        loop.submit(loop.stop)
+        loop.run()
+        print("kept", signal.set_wakeup_fd(-1) == w, flush=True)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert "kept True" in out.stdout
+
+
 # Ctrl-C loses nothing: tasks accepted before and while the Ctrl-C arrives all run, whether
 # run() is on the main thread or the loop runs on its own thread (run_in_thread) with the
 # main thread in a with block or in join(); then KeyboardInterrupt leaves the program.
