@@ -19,7 +19,7 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type, Union
 
-from ._common import Error, LoopClosedError, State, default_exception_handler
+from ._common import Error, State, default_exception_handler
 from . import _arena, _chunk
 
 _MODULES = {"arena": _arena, "chunk": _chunk}
@@ -51,7 +51,7 @@ def _ns(seconds: float, what: str) -> int:
         raise ValueError(f"{what} is NaN")
     if seconds <= 0:
         return 0
-    return min(math.ceil(seconds * 1e9), 2**64 - 1)
+    return math.ceil(seconds * 1e9) if seconds < 1.8e10 else 2**64 - 1  # inf: never
 
 
 def _fileno(fd: FileDescriptorLike) -> int:

@@ -17,9 +17,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
-#include <memory>
 #include <cerrno>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <string>

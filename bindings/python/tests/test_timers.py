@@ -139,6 +139,11 @@ def test_zero_and_negative_delays_fire_soon(running):
     assert sorted(got) == [-1, 0]
 
 
+def test_an_infinite_delay_never_fires_and_cancels(loop):
+    h = loop.call_later(math.inf, print)
+    assert h.active and h.cancel() is True
+
+
 def test_bad_delays_raise(loop):
     with pytest.raises(ValueError):
         loop.call_later(math.nan, print)
