@@ -65,7 +65,8 @@ if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_u
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
         list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/ewait.c
-             src/backends/io_uring/mpoll.c src/backends/io_uring/probe.c)
+             src/backends/io_uring/mpoll.c src/backends/io_uring/probe.c
+             src/backends/io_uring/uops.c)
         list(APPEND EVLOOP_BACKEND_LIBS PkgConfig::LIBURING)
     endif()
 endif()

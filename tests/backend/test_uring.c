@@ -1,8 +1,8 @@
 /* What only the io_uring backend does: which implementation runs (readiness from an epoll set
  * by default, through IORING_OP_EPOLL_WAIT or multishot polls when asked for; "auto" never
  * picks the multishot one) and that evloop_stats() says so; multishot polls that the kernel ends when the CQ is
- * full and the backend re-arms, readiness kept through a CQ overflow (EVLOOP_IO_URING_CQ makes
- * the CQ tiny), and the unified wait: a loop asleep in the poller is woken by the futex wake on
+ * full and the backend re-arms, readiness and native op completions kept through a CQ overflow
+ * (EVLOOP_IO_URING_CQ makes the CQ tiny), and the unified wait: a loop asleep in the poller is woken by the futex wake on
  * its sleep word (stats.futex_wakes moves, poller_wakes does not), also when the process was
  * single-threaded when the futex wait was armed. Under EVLOOP_IO_URING_WAKE=eventfd the same
  * cases run with the eventfd wake, and under EVLOOP_IO_URING_READINESS=epoll_wait and
@@ -232,6 +232,58 @@ static void test_futex_wait_armed_while_single_threaded_still_wakes(void **state
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+struct recv_slot {
+    char buf[16];
+    bt_counter calls;
+    _Atomic int64_t res;
+};
+
+static void recv_done(void *arg, int fd, int64_t res)
+{
+    struct recv_slot *r = arg;
+    (void)fd;
+    atomic_store(&r->res, res);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+/* Native recvs on 64 sockets completing at once through a CQ of 2 entries: the kernel keeps
+ * what overflows (IORING_FEAT_NODROP) until the backend flushes it; every completion must be
+ * reported once, with its result. */
+static void test_op_completions_overflowing_a_tiny_cq_all_arrive_once(void **state)
+{
+    (void)state;
+    evloop *loop = uring_loop(2);
+    static int sv[NFDS][2];
+    static struct recv_slot slot[NFDS];
+    for (int i = 0; i < NFDS; i++)
+        bt_socketpair(sv[i]);
+    struct bt_runner r;
+    bt_runner_start(&r, loop);
+    for (uint64_t round = 1; round <= 5; round++) {
+        uint64_t slept = bt_stats(loop).poller_sleeps;
+        for (int i = 0; i < NFDS; i++)
+            assert_int_equal(evloop_recv(loop, sv[i][0], slot[i].buf, sizeof(slot[i].buf),
+                                         recv_done, &slot[i]),
+                             0);
+        struct poller_goal g = {loop, slept};
+        assert_true(bt_wait(asleep_in_poller, &g)); /* the recvs are in the kernel */
+        for (int i = 0; i < NFDS; i++)
+            bt_write_byte(sv[i][1]);
+        for (int i = 0; i < NFDS; i++) {
+            assert_true(bt_wait_count(&slot[i].calls, round));
+            assert_int_equal(atomic_load(&slot[i].res), 1);
+        }
+    }
+    for (int i = 0; i < NFDS; i++)
+        assert_int_equal(atomic_load(&slot[i].calls), 5);
+    bt_runner_stop(&r);
+    bt_loop_free(loop);
+    for (int i = 0; i < NFDS; i++) {
+        close(sv[i][0]);
+        close(sv[i][1]);
+    }
+}
+
 static void test_stats_say_which_implementation_runs(void **state)
 {
     (void)state;
@@ -285,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_auto_never_picks_the_multishot_fallback),
         cmocka_unit_test(test_multishot_ended_by_a_full_cq_is_rearmed),
         cmocka_unit_test(test_cq_overflow_loses_no_readiness),
+        cmocka_unit_test(test_op_completions_overflowing_a_tiny_cq_all_arrive_once),
         cmocka_unit_test(test_submit_wakes_a_loop_asleep_in_the_poller_with_the_expected_wake),
     };
     evloop_free(bt_loop_new()); /* exits 77 when io_uring cannot start */

@@ -1,17 +1,19 @@
-/* Backend "io_uring" on an epoll set: registrations are epoll_ctl calls, and readiness is
- * epoll's own (level-triggered, each fd checked again as it is handed out, at most once per
- * wait). The ring carries the futex wait on the loop's sleep word (EVLOOP__CAP_WORD_WAKE),
- * so producers wake a loop asleep here with the same futex wake as in fast-wake mode. How a
+/* Backend "io_uring" on an epoll set: registrations are epoll_ctl calls, readiness is epoll's
+ * own (level-triggered, each fd checked again as it is handed out, at most once per wait), and
+ * the ring carries the futex wait on the loop's sleep word (EVLOOP__CAP_WORD_WAKE: producers
+ * wake a loop asleep here with the same futex wake as in fast-wake mode) and native ops
+ * (uops.c). Where the loop cannot sleep on its word, an eventfd in the set wakes it. How a
  * wait harvests the set (EVLOOP_IO_URING_READINESS, fixed at init):
- *   "epoll" (default): epoll_pwait2 on the set, which also holds the ring's fd: a CQE (the
- *     futex wait ending) makes it readable. With no fd registered (only native ops in
- *     flight), the wait is the ring's own. The set is also the backend's pollable fd.
- *   "epoll_wait": IORING_OP_EPOLL_WAIT on the set, submitted with the futex wait in one
- *     io_uring_enter (Linux 6.15+). It costs ~1.2x epoll's idle fd round trip here (task
- *     work, a poll re-armed per idle wait, a second scan of the ready list), so it is not
- *     the default; docs/design.md, "Backends", has the figures.
- * Where the loop cannot sleep on its word, an eventfd in the set wakes it. mpoll.c is the
- * older multishot-poll implementation. Implements the evloop__backend vtable (backend.h).
+ *   "epoll" (default): always epoll_pwait2. A wait blocks there (the ring's fd in the set
+ *     ends it when a CQE comes), unless it has ops to submit: then it blocks in the ring, with
+ *     a oneshot POLL_ADD on the set saying when the set has something. One syscall per wait
+ *     either way (two when only a futex wait must be re-armed). Nothing registered: the ring
+ *     alone.
+ *   "epoll_wait": IORING_OP_EPOLL_WAIT on the set, in the ring (Linux 6.15+). It costs
+ *     ~1.2x epoll's idle fd round trip here (task work, a poll re-armed per idle wait, a
+ *     second scan of the ready list), so it is not the default; docs/design.md, "Backends".
+ * mpoll.c is the older multishot-poll implementation. Implements the evloop__backend vtable
+ * (backend.h).
  *
  * Traps of the OS API:
  *  a. EPOLL_WAIT: when the harvest runs decides exactness. One left armed past a wait
@@ -20,12 +22,17 @@
  *     a harvest found already done when a wait starts is dropped and the EPOLL_WAIT submitted
  *     again in that wait's enter; only harvests made during a wait are reported. Nothing is
  *     lost: registrations are level-triggered, and epoll puts what it hands out back on its
- *     ready list, to be checked again by the next harvest.
+ *     ready list, to be checked again by the next harvest. (The "epoll" mode's POLL_ADD only
+ *     says "look": its CQE, stale or not, leads to an epoll_pwait2, never to a report.)
  *  b. One harvest path at a time: an EPOLL_WAIT in flight and an epoll_pwait2 would both hand
  *     out a level-triggered fd that stays ready. A mode is fixed per loop, and at most one
  *     EPOLL_WAIT is in flight; a wait that a wake or a timeout ended leaves it armed.
  *  c. Task work runs on the submitting thread. A loop run by another thread than before
  *     (evloop_run_once) cancels what the old one armed, synchronously, and arms its own.
+ *  i. A CQE can be posted between the last look at the CQ and epoll_pwait2: task work runs at
+ *     any return to user mode, an interrupt's too, and then leaves no signal pending to end
+ *     the wait. The ring's fd is in the set whenever the loop blocks in epoll_pwait2 (found
+ *     by stress_fdreuse: a wake lost about once in 40 runs without it).
  *  d. A futex wait left armed takes a FUTEX_WAKE of one waiter meant for the loop asleep in
  *     fast-wake mode (or for a later loop at the same address): removing the last fd, and
  *     destroy, wake every waiter on the word, which any thread may do without the ring.
@@ -35,8 +42,13 @@
  *  f. epoll registers open file descriptions: EPOLL_CTL_DEL of an fd closed meanwhile fails
  *     with EBADF or ENOENT, which means it is gone already.
  *  g. A CQ that overflowed keeps the rest in the kernel (IORING_FEAT_NODROP) until an enter
- *     flushes it; the ring's fd stays readable meanwhile. io_uring_peek_batch_cqe flushes. */
+ *     flushes it; io_uring_peek_batch_cqe flushes (and runs pending task work: TASKRUN_FLAG).
+ *  h. But while the loop waits in the ring, the set must not hold the ring's fd: a CQE would
+ *     fire the POLL_ADD on the set at every completion. The fd goes in and out of the set
+ *     when the loop changes where it blocks (ops started or not). The pollable fd
+ *     (evloop_backend_fd) is a second set holding the set and the ring's fd. */
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,15 +62,17 @@
 #include "sleep.h"
 #include "uring.h"
 
+#define SQ_ENTRIES 256u
 #define CQ_ENTRIES 1024u
 #define CQE_BATCH 32u
 #define MAX_REPORTS 64 /* reports per wait: what the core asks for (EVLOOP__IO_EVENTS_MAX) */
 #define WAKE_TAG UINT64_MAX
 #define RING_TAG (UINT64_MAX - 1)
 
-/* user_data of the backend's own requests: kind | generation << 8. A request cancelled by
- * adopt() may complete after its successor was armed; its older generation marks it. */
-enum { K_EPOLL = 1, K_FUTEX = 2 };
+/* user_data of the backend's own requests: kind | generation << 8 (an op's is its address,
+ * uops.c). A request cancelled by adopt() may complete after its successor was armed; its
+ * older generation marks it. */
+enum { K_EPOLL = 1, K_FUTEX = 2, K_CANCEL = 3, K_SET = 4 };
 
 struct ewait {
     struct io_uring ring;
@@ -69,8 +83,13 @@ struct ewait {
     uint32_t nactive; /* fds in the set; add and remove are serialised by the core */
     /* The loop thread's: what is in flight, and which thread armed it (trap c). */
     bool epoll_armed, fresh;
+    bool set_armed, set_ready; /* a POLL_ADD on the set is in flight; one said "look" */
+    uint32_t queued_ops;       /* op starts and cancels queued since the last submission */
+    bool ring_in_set;          /* the ring's fd is in the set (traps h and i) */
     uint64_t gen;
     pthread_t armed_by;
+    pthread_mutex_t lock; /* pollset */
+    int pollset;          /* evloop_backend_fd's set: epfd and the ring's fd; -1 until asked */
     atomic_bool futex_armed;  /* also read by remove and destroy */
     atomic_bool wake_pending; /* word mode: wake() asked the next wait not to block */
     struct epoll_event events[MAX_REPORTS];
@@ -137,19 +156,29 @@ static int harvest(struct ewait *s, int n, struct evloop__io_event *out, int k, 
     return k;
 }
 
-/* Loop thread: one CQE of the backend's own. */
+/* Loop thread: one CQE; out[] has room for one more report. */
 static int handle(struct ewait *s, const struct io_uring_cqe *cqe, struct evloop__io_event *out,
                   int k, int max, bool *woken)
 {
+    if (evloop__uring_op_report(cqe, &out[k])) /* never stale: a completion is final */
+        return k + 1;
     if (cqe->user_data >> 8 != s->gen)
         return k; /* ended after adopt() cancelled it */
-    if ((cqe->user_data & 0xff) == K_EPOLL) {
+    switch (cqe->user_data & 0xff) {
+    case K_EPOLL:
         s->epoll_armed = false;
         return s->fresh ? harvest(s, cqe->res, out, k, max, woken) : k; /* trap a */
+    case K_FUTEX:
+        atomic_store_explicit(&s->futex_armed, false, memory_order_relaxed);
+        *woken |= s->fresh; /* before the enter: the late echo of a wake the word handled */
+        return k;
+    case K_SET:
+        s->set_armed = false;
+        s->set_ready = true; /* a hint only (trap a): the next harvest looks */
+        return k;
+    default: /* K_CANCEL: its op had completed already; the op's own CQE reports it */
+        return k;
     }
-    atomic_store_explicit(&s->futex_armed, false, memory_order_relaxed);
-    *woken |= s->fresh; /* before the enter: the late echo of a wake the word has handled */
-    return k;
 }
 
 /* Loop thread: takes the CQEs there are (flushing an overflow, trap g) while out[] has room.
@@ -168,17 +197,36 @@ static int reap(struct ewait *s, struct evloop__io_event *out, int k, int max, b
 }
 
 /* Loop thread: the requests in flight were armed by another thread (trap c); end them, so
- * this one arms its own. */
+ * this one arms its own. Ops go on; their CQEs come from the other thread's task work. */
 static void adopt(struct ewait *s, pthread_t self)
 {
     if (s->epoll_armed)
         cancel(s, K_EPOLL);
     if (atomic_load_explicit(&s->futex_armed, memory_order_relaxed))
         cancel(s, K_FUTEX);
-    s->epoll_armed = false;
+    if (s->set_armed)
+        cancel(s, K_SET);
+    s->epoll_armed = s->set_armed = false;
+    s->set_ready = true;
     atomic_store_explicit(&s->futex_armed, false, memory_order_relaxed);
     s->gen++;
     s->armed_by = self;
+}
+
+/* Loop thread: queues one of the backend's own requests; false when the SQ has no room. */
+static bool queue(struct ewait *s, unsigned kind)
+{
+    struct io_uring_sqe *sqe = evloop__uring_get_sqe(&s->ring);
+    if (!sqe)
+        return false;
+    if (kind == K_EPOLL)
+        evloop__uring_prep_epoll_wait(sqe, s->epfd, s->events, MAX_REPORTS);
+    else if (kind == K_FUTEX)
+        evloop__uring_prep_futex(sqe, s->word, EVLOOP__SLEEP_WORD);
+    else
+        io_uring_prep_poll_add(sqe, s->epfd, POLLIN);
+    io_uring_sqe_set_data64(sqe, udata(s, kind));
+    return true;
 }
 
 /* Loop thread: queues, in EPOLL_WAIT mode, the EPOLL_WAIT unless one is in flight (trap b)
@@ -186,20 +234,12 @@ static void adopt(struct ewait *s, pthread_t self)
  * what the block needs. */
 static void arm(struct ewait *s, bool *block)
 {
-    struct io_uring_sqe *sqe;
-    if (s->epoll_wait && !s->epoll_armed && (sqe = io_uring_get_sqe(&s->ring)) != NULL) {
-        evloop__uring_prep_epoll_wait(sqe, s->epfd, s->events, MAX_REPORTS);
-        io_uring_sqe_set_data64(sqe, udata(s, K_EPOLL));
-        s->epoll_armed = true;
-    }
+    if (s->epoll_wait && !s->epoll_armed)
+        s->epoll_armed = queue(s, K_EPOLL);
     if (*block && s->efd < 0 && !atomic_load_explicit(&s->futex_armed, memory_order_relaxed)) {
-        sqe = io_uring_get_sqe(&s->ring);
-        if (sqe) {
-            evloop__uring_prep_futex(sqe, s->word, EVLOOP__SLEEP_WORD);
-            io_uring_sqe_set_data64(sqe, udata(s, K_FUTEX));
-            atomic_store_explicit(&s->futex_armed, true, memory_order_relaxed);
-        }
-        *block = sqe != NULL;
+        bool armed = queue(s, K_FUTEX);
+        atomic_store_explicit(&s->futex_armed, armed, memory_order_relaxed);
+        *block = armed;
     }
     *block = *block && (s->epoll_armed || !s->epoll_wait);
 }
@@ -209,33 +249,73 @@ static int enter_result(int r)
     return r >= 0 || r == -ETIME || r == -EINTR || r == -EAGAIN || r == -EBUSY ? 0 : r;
 }
 
-/* Loop thread: submits what arm() queued and runs this thread's task work; if block, waits
- * for one CQE, at most timeout_ns (-1: no limit). Relative and in ns: never early. */
+/* Loop thread: submits what is queued and runs this thread's task work; if block, waits for
+ * one CQE, at most timeout_ns (-1: no limit). Relative and in ns: never early. */
 static int enter(struct ewait *s, bool block, int64_t timeout_ns)
 {
     struct io_uring_cqe *cqe;
     struct __kernel_timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
     if (!block && !s->epoll_wait && !io_uring_sq_ready(&s->ring))
-        return 0; /* a poll with nothing to submit: CQEs come as task work on their own */
+        return 0; /* a poll with nothing to submit: reap() runs pending task work */
     return enter_result(!block ? io_uring_submit_and_get_events(&s->ring)
                         : timeout_ns < 0
                             ? io_uring_submit_and_wait(&s->ring, 1)
                             : io_uring_submit_and_wait_timeout(&s->ring, &cqe, 1, &ts, NULL));
 }
 
-/* Loop thread, "epoll" mode with fds registered (or the eventfd wake, which is in the set):
- * submits what arm() queued, then harvests
- * the set with epoll_pwait2, blocking if block (the ring's fd in the set ends the block when
- * a CQE comes). Returns the new count of reports in out[], or -errno. */
-static int poll_set(struct ewait *s, bool block, int64_t timeout_ns, struct evloop__io_event *out,
-                    int k, int max, bool *woken)
+/* Loop thread, "epoll" mode: harvests the set with epoll_pwait2, blocking up to timeout_ns if
+ * block. Without a block, a POLL_ADD on the set still in flight means nothing is there.
+ * Returns the new count of reports in out[], or -errno. */
+static int harvest_set(struct ewait *s, bool block, int64_t timeout_ns,
+                       struct evloop__io_event *out, int k, int max, bool *woken)
 {
-    int r = io_uring_sq_ready(&s->ring) ? enter_result(io_uring_submit(&s->ring)) : 0;
-    if (r < 0 || k >= max)
-        return r < 0 ? r : k;
+    if (k >= max || (!block && s->set_armed && !s->set_ready))
+        return k;
+    s->set_ready = false;
     struct timespec ts = evloop__ns_to_timespec((uint64_t)(block ? timeout_ns : 0));
     int n = epoll_pwait2(s->epfd, s->events, max - k, block && timeout_ns < 0 ? NULL : &ts, NULL);
     return harvest(s, n < 0 ? -errno : n, out, k, max, woken);
+}
+
+/* Loop thread: puts the ring's fd in the set or takes it out (traps h and i). */
+static int ring_in_set(struct ewait *s, bool in)
+{
+    if (s->ring_in_set == in)
+        return 0;
+    int r = ctl(s, in ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, s->ring.ring_fd, EPOLLIN, RING_TAG);
+    s->ring_in_set = r == 0 ? in : s->ring_in_set;
+    return r;
+}
+
+/* Loop thread, "epoll" mode: submits what is queued, then harvests the set, blocking there
+ * if block, with the ring's fd in it (trap i). */
+static int wait_in_set(struct ewait *s, bool block, int64_t timeout_ns,
+                       struct evloop__io_event *out, int k, int max, bool *woken)
+{
+    int r = io_uring_sq_ready(&s->ring) ? enter_result(io_uring_submit(&s->ring)) : 0;
+    if (r == 0 && block)
+        r = ring_in_set(s, true);
+    if (r < 0)
+        return r;
+    k = harvest_set(s, block, timeout_ns, out, k, max, woken);
+    return k < 0 ? k : reap(s, out, k, max, woken); /* what ended the epoll_pwait2 */
+}
+
+/* Loop thread, "epoll" mode with ops to submit: waits in the ring, with a POLL_ADD on the set
+ * to end the block when the set has something (and the ring's fd out of it, trap h), then
+ * harvests the set if it said so. */
+static int wait_in_ring(struct ewait *s, bool block, int64_t timeout_ns,
+                        struct evloop__io_event *out, int k, int max, bool *woken)
+{
+    if (block && !s->set_armed)
+        s->set_armed = queue(s, K_SET);
+    if (block && (!s->set_armed || ring_in_set(s, false) < 0)) /* block in the set instead */
+        return wait_in_set(s, true, timeout_ns, out, k, max, woken);
+    int r = enter(s, block, timeout_ns);
+    if (r < 0)
+        return r;
+    k = reap(s, out, k, max, woken);
+    return k < 0 ? k : harvest_set(s, false, 0, out, k, max, woken);
 }
 
 static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out, int max)
@@ -256,15 +336,17 @@ static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out
                      !(atomic_load(&s->wake_pending) && atomic_exchange(&s->wake_pending, false));
         arm(s, &block);
         s->fresh = true;
-        int r = 0;
-        if (k >= 0 && !s->epoll_wait && (s->nactive > 0 || s->efd >= 0))
-            k = poll_set(s, block, timeout_ns, out, k, max, &woken);
-        else if (k >= 0)
-            r = enter(s, block, timeout_ns);
-        if (r < 0)
-            k = r;
-        if (k >= 0)
-            k = reap(s, out, k, max, &woken);
+        if (k < 0)
+            return k;
+        if (s->epoll_wait || (s->nactive == 0 && s->efd < 0)) { /* the ring alone */
+            int r = enter(s, block, timeout_ns);
+            k = r < 0 ? r : reap(s, out, k, max, &woken);
+        } else if (s->queued_ops) {
+            s->queued_ops = 0;
+            k = wait_in_ring(s, block, timeout_ns, out, k, max, &woken);
+        } else {
+            k = wait_in_set(s, block, timeout_ns, out, k, max, &woken);
+        }
         if (k != 0 || woken || !block)
             return k;
         /* A timeout, or only an empty harvest: wait again, for what is left of the timeout. */
@@ -313,10 +395,13 @@ static int ew_wake(void *state)
 
 static void free_state(struct ewait *s)
 {
+    if (s->pollset >= 0)
+        close(s->pollset);
     if (s->efd >= 0)
         close(s->efd);
     if (s->epfd >= 0)
         close(s->epfd);
+    pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
@@ -346,15 +431,14 @@ static int ew_init(void **out, _Atomic uint32_t *word, unsigned *caps)
     if (!s)
         return -ENOMEM;
     s->word = word;
-    s->efd = -1;
+    s->efd = s->pollset = -1;
+    pthread_mutex_init(&s->lock, NULL);
     s->epoll_wait = epoll_wait;
     s->armed_by = pthread_self();
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     r = s->epfd < 0 ? -errno : setup_wake(s, caps);
     if (r == 0)
-        r = evloop__uring_start_ewait(&s->ring, evloop__uring_cq_entries(CQ_ENTRIES));
-    if (r == 0 && (r = ctl(s, EPOLL_CTL_ADD, s->ring.ring_fd, EPOLLIN, RING_TAG)) < 0)
-        io_uring_queue_exit(&s->ring);
+        r = evloop__uring_start_ewait(&s->ring, SQ_ENTRIES, evloop__uring_cq_entries(CQ_ENTRIES));
     if (r < 0) {
         free_state(s);
         return r;
@@ -375,10 +459,42 @@ static void ew_destroy(void *state)
     free_state(s);
 }
 
-/* The set polls readable when an fd is ready or a CQE waits (the ring's fd is in it). */
+/* Loop thread (backend.h's op contract): queued now, submitted by the next wait's enter. */
+static int ew_op_start(void *state, struct evloop__op *op, const struct evloop__op_desc *d)
+{
+    struct ewait *s = state;
+    int r = evloop__uring_op_start(&s->ring, op, d);
+    s->queued_ops += r == 0;
+    return r;
+}
+
+static int ew_op_cancel(void *state, struct evloop__op *op)
+{
+    struct ewait *s = state;
+    int r = evloop__uring_op_cancel(&s->ring, op, udata(s, K_CANCEL));
+    s->queued_ops += r == 0;
+    return r;
+}
+
+/* Any thread: a set readable when an fd is ready or a CQE waits (trap h), made at the first
+ * call (nesting the set costs every readiness event a wake-up more). Without one, the set. */
 static int ew_pollable_fd(void *state)
 {
-    return ((struct ewait *)state)->epfd;
+    struct ewait *s = state;
+    pthread_mutex_lock(&s->lock);
+    if (s->pollset < 0) {
+        int fd = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event set = {.events = EPOLLIN}, ring = {.events = EPOLLIN};
+        if (fd >= 0 && (epoll_ctl(fd, EPOLL_CTL_ADD, s->epfd, &set) < 0 ||
+                        epoll_ctl(fd, EPOLL_CTL_ADD, s->ring.ring_fd, &ring) < 0)) {
+            close(fd);
+            fd = -1;
+        }
+        s->pollset = fd;
+    }
+    int fd = s->pollset >= 0 ? s->pollset : s->epfd;
+    pthread_mutex_unlock(&s->lock);
+    return fd;
 }
 
 static const char *ew_describe(const void *state)
@@ -399,4 +515,6 @@ const struct evloop__backend evloop__uring_ewait = {
     .wake = ew_wake,
     .describe = ew_describe,
     .pollable_fd = ew_pollable_fd,
+    .op_start = ew_op_start,
+    .op_cancel = ew_op_cancel,
 };

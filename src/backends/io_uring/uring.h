@@ -1,7 +1,7 @@
 /* Shared by the files of the io_uring backend: probe.c starts rings and finds out what this
  * kernel offers; ewait.c (readiness from an epoll set, waited for with epoll_pwait2 or with
- * IORING_OP_EPOLL_WAIT) and mpoll.c (multishot polls, the older scheme) are its two
- * implementations, which backend.c lists under the one name "io_uring". */
+ * IORING_OP_EPOLL_WAIT; native ops from uops.c) and mpoll.c (multishot polls, the older
+ * scheme) are its two implementations, which backend.c lists under the one name "io_uring". */
 #ifndef EVLOOP_URING_H
 #define EVLOOP_URING_H
 
@@ -40,6 +40,21 @@ static inline void evloop__uring_prep_epoll_wait(struct io_uring_sqe *sqe, int e
 extern const struct evloop__backend evloop__uring_ewait;
 extern const struct evloop__backend evloop__uring_mpoll;
 
+/* ---- uops.c: native completion operations (backend.h's contract) ---- */
+
+/* Loop thread: an SQE, submitting what is queued when the SQ is full; NULL if none. */
+struct io_uring_sqe *evloop__uring_get_sqe(struct io_uring *ring);
+/* Loop thread: queues op as d describes; its CQE's user_data is the op. 0, -EINVAL, -EBUSY. */
+int evloop__uring_op_start(struct io_uring *ring, struct evloop__op *op,
+                           const struct evloop__op_desc *d);
+/* Loop thread: queues a cancel of op; a failure of it posts a CQE with cancel_udata. */
+int evloop__uring_op_cancel(struct io_uring *ring, struct evloop__op *op, uint64_t cancel_udata);
+/* True when cqe is an op's completion (user_data an 8-byte aligned pointer), with *ev its
+ * report; user_data of the backend's own requests must have one of the low 3 bits set. */
+bool evloop__uring_op_report(const struct io_uring_cqe *cqe, struct evloop__io_event *ev);
+
+/* ---- probe.c ---- */
+
 /* The completion queue size: $EVLOOP_IO_URING_CQ (tests overflow a tiny CQ), else def. */
 unsigned evloop__uring_cq_entries(unsigned def);
 
@@ -51,8 +66,9 @@ bool evloop__uring_can_wait_on_word(void);
  * given to evloop__backend_refused(). */
 int evloop__uring_check_epoll_wait(void);
 
-/* For ewait.c: sets up *ring with a CQ of cq_entries. Returns 0 or -ENOTSUP (reason given). */
-int evloop__uring_start_ewait(struct io_uring *ring, unsigned cq_entries);
+/* For ewait.c: sets up *ring with an SQ of sq_entries and a CQ of cq_entries (the SQ at most as
+ * big). Returns 0 or -ENOTSUP (reason given). */
+int evloop__uring_start_ewait(struct io_uring *ring, unsigned sq_entries, unsigned cq_entries);
 
 /* For mpoll.c: sets up *ring (any thread may cancel) and probes it for the features the
  * multishot scheme needs. Returns 0 or -ENOTSUP, with the reason given. */
