@@ -29,10 +29,6 @@
  *     EPOLL_WAIT is in flight; a wait that a wake or a timeout ended leaves it armed.
  *  c. Task work runs on the submitting thread. A loop run by another thread than before
  *     (evloop_run_once) cancels what the old one armed, synchronously, and arms its own.
- *  i. A CQE can be posted between the last look at the CQ and epoll_pwait2: task work runs at
- *     any return to user mode, an interrupt's too, and then leaves no signal pending to end
- *     the wait. The ring's fd is in the set whenever the loop blocks in epoll_pwait2 (found
- *     by stress_fdreuse: a wake lost about once in 40 runs without it).
  *  d. A futex wait left armed takes a FUTEX_WAKE of one waiter meant for the loop asleep in
  *     fast-wake mode (or for a later loop at the same address): removing the last fd, and
  *     destroy, wake every waiter on the word, which any thread may do without the ring.
@@ -43,10 +39,17 @@
  *     with EBADF or ENOENT, which means it is gone already.
  *  g. A CQ that overflowed keeps the rest in the kernel (IORING_FEAT_NODROP) until an enter
  *     flushes it; io_uring_peek_batch_cqe flushes (and runs pending task work: TASKRUN_FLAG).
- *  h. But while the loop waits in the ring, the set must not hold the ring's fd: a CQE would
+ *  h. A CQE can be posted between the last look at the CQ and epoll_pwait2: task work runs at
+ *     any return to user mode, an interrupt's too, and then leaves no signal pending to end
+ *     the wait. The ring's fd is in the set whenever the loop blocks in epoll_pwait2 (found
+ *     by stress_fdreuse: a wake lost about once in 40 runs without it).
+ *  i. But while the loop waits in the ring, the set must not hold the ring's fd: a CQE would
  *     fire the POLL_ADD on the set at every completion. The fd goes in and out of the set
  *     when the loop changes where it blocks (ops started or not). The pollable fd
- *     (evloop_backend_fd) is a second set holding the set and the ring's fd. */
+ *     (evloop_backend_fd) is a second set holding the set and the ring's fd.
+ *  j. A loop blocked in the ring alone (no fd in the set, native ops in flight) does not see
+ *     an fd added from another thread while the core's fd count was already non-zero (ops
+ *     count there too): the first add wakes the word, as a producer would (sleep.h). */
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -80,7 +83,9 @@ struct ewait {
     int efd; /* the eventfd wake, in the set; -1 when the loop sleeps on its word */
     _Atomic uint32_t *word;
     bool epoll_wait; /* the mode: harvest with IORING_OP_EPOLL_WAIT (else epoll_pwait2) */
-    uint32_t nactive; /* fds in the set; add and remove are serialised by the core */
+    /* fds in the set: written by add and remove (serialised by the core, any thread), read by
+     * the loop thread to choose where it blocks (trap j). */
+    _Atomic uint32_t nactive;
     /* The loop thread's: what is in flight, and which thread armed it (trap c). */
     bool epoll_armed, fresh;
     bool set_armed, set_ready; /* a POLL_ADD on the set is in flight; one said "look" */
@@ -288,7 +293,7 @@ static int ring_in_set(struct ewait *s, bool in)
 }
 
 /* Loop thread, "epoll" mode: submits what is queued, then harvests the set, blocking there
- * if block, with the ring's fd in it (trap i). */
+ * if block, with the ring's fd in it (trap h). */
 static int wait_in_set(struct ewait *s, bool block, int64_t timeout_ns,
                        struct evloop__io_event *out, int k, int max, bool *woken)
 {
@@ -302,7 +307,7 @@ static int wait_in_set(struct ewait *s, bool block, int64_t timeout_ns,
 }
 
 /* Loop thread, "epoll" mode with ops to submit: waits in the ring, with a POLL_ADD on the set
- * to end the block when the set has something (and the ring's fd out of it, trap h), then
+ * to end the block when the set has something (and the ring's fd out of it, trap i), then
  * harvests the set if it said so. */
 static int wait_in_ring(struct ewait *s, bool block, int64_t timeout_ns,
                         struct evloop__io_event *out, int k, int max, bool *woken)
@@ -338,7 +343,8 @@ static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out
         s->fresh = true;
         if (k < 0)
             return k;
-        if (s->epoll_wait || (s->nactive == 0 && s->efd < 0)) { /* the ring alone */
+        bool set_empty = atomic_load_explicit(&s->nactive, memory_order_relaxed) == 0;
+        if (s->epoll_wait || (set_empty && s->efd < 0)) { /* the ring alone */
             int r = enter(s, block, timeout_ns);
             k = r < 0 ? r : reap(s, out, k, max, &woken);
         } else if (s->queued_ops) {
@@ -361,8 +367,10 @@ static int ew_add(void *state, int fd, uint32_t events, uint64_t tag)
 {
     struct ewait *s = state;
     int r = ctl(s, EPOLL_CTL_ADD, fd, to_epoll(events), tag);
-    if (r == 0)
-        s->nactive++;
+    /* relaxed: ordered against the loop's announce by sleep_wake_word's fence (trap j). */
+    if (r == 0 && atomic_fetch_add_explicit(&s->nactive, 1, memory_order_relaxed) == 0 &&
+        s->efd < 0)
+        evloop__sleep_wake_word(s->word);
     return r;
 }
 
@@ -375,7 +383,9 @@ static int ew_remove(void *state, int fd)
 {
     struct ewait *s = state;
     int r = ctl(s, EPOLL_CTL_DEL, fd, 0, 0);
-    if (s->nactive > 0 && --s->nactive == 0)
+    uint32_t n = atomic_load_explicit(&s->nactive, memory_order_relaxed);
+    atomic_store_explicit(&s->nactive, n - (n > 0), memory_order_relaxed);
+    if (n == 1)
         unpark_futex(s);
     return r == -EBADF || r == -ENOENT ? 0 : r; /* trap f */
 }
@@ -476,7 +486,7 @@ static int ew_op_cancel(void *state, struct evloop__op *op)
     return r;
 }
 
-/* Any thread: a set readable when an fd is ready or a CQE waits (trap h), made at the first
+/* Any thread: a set readable when an fd is ready or a CQE waits (trap i), made at the first
  * call (nesting the set costs every readiness event a wake-up more). Without one, the set. */
 static int ew_pollable_fd(void *state)
 {
