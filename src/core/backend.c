@@ -62,7 +62,8 @@ static const struct impl {
 #define NIMPLS (sizeof(impls) / sizeof(impls[0]))
 
 /* Why auto's order is what it is, for the reason in evloop_stats(). */
-static const char auto_why[] = "the order measured fastest on the readiness family";
+static const char auto_why[] =
+    "the order measured on the readiness family here (docs/design.md, Backends)";
 
 EVLOOP_API const char *evloop_backend_name(unsigned i)
 {
@@ -151,9 +152,9 @@ static int open_named(const char *origin, const char *name, const char *why, _At
     if (evloop__backend_index(name) >= 0) /* a real backend, not built for this platform */
         return evloop__error_set(-ENOTSUP, "%s \"%s\": not built into this library (built: %s)",
                                  origin, name, built_names());
-    return evloop__error_set(-EINVAL,
-                             "%s \"%s\": unknown backend (epoll, io_uring, kqueue, auto; built: %s)",
-                             origin, name, built_names());
+    return evloop__error_set(
+        -EINVAL, "%s \"%s\": unknown backend (epoll, io_uring, kqueue, auto; built: %s)", origin,
+        name, built_names());
 }
 
 /* auto: the first implementation for auto that starts, in the table's order. */
@@ -174,8 +175,10 @@ static int open_auto(_Atomic uint32_t *word, struct evloop__backend_pick *out)
         if (first_err == -ENOTSUP)
             first_err = r;
     }
-    return evloop__error_set(first_err, "backend auto: none of the backends built here (%s) "
-                             "could start; first: %s", built_names(), out->fallback);
+    return evloop__error_set(first_err,
+                             "backend auto: none of the backends built here (%s) "
+                             "could start; first: %s",
+                             built_names(), out->fallback);
 }
 
 /* The profile's pick: the backend with the fastest fd round trip it measured. */
@@ -194,8 +197,8 @@ static int open_profiled(const struct evloop_profile *p, _Atomic uint32_t *word,
         evloop__error_clear(); /* the profile's choice failing is no failure of the call */
         char autos[sizeof(out->fallback)];
         memcpy(autos, out->fallback, sizeof(autos));
-        int n = snprintf(out->fallback, sizeof(out->fallback), "profile's %s: %s%s%s",
-                         p->backend, strerror(-refused), autos[0] ? "; " : "", autos);
+        int n = snprintf(out->fallback, sizeof(out->fallback), "profile's %s: %s%s%s", p->backend,
+                         strerror(-refused), autos[0] ? "; " : "", autos);
         (void)n; /* a long reason is cut short: it is only read by people */
     }
     return r;

@@ -51,8 +51,8 @@ static struct field field_at(size_t k)
 {
     if (k < NFIELDS)
         return fields[k];
-    return (struct field){NULL, KIND_UINT64,
-                          AT(readiness_ns) + (k - NFIELDS) * sizeof(uint64_t), false};
+    return (struct field){NULL, KIND_UINT64, AT(readiness_ns) + (k - NFIELDS) * sizeof(uint64_t),
+                          false};
 }
 
 /* The key of a readiness field, "readiness_epoll_ns", into buf. */

@@ -1,12 +1,12 @@
 /* What only the io_uring backend does: which implementation runs (readiness from an epoll set
  * by default, through IORING_OP_EPOLL_WAIT or multishot polls when asked for; "auto" never
- * picks the multishot one) and that evloop_stats() says so; multishot polls that the kernel ends when the CQ is
- * full and the backend re-arms, readiness and native op completions kept through a CQ overflow
- * (EVLOOP_IO_URING_CQ makes the CQ tiny), and the unified wait: a loop asleep in the poller is woken by the futex wake on
- * its sleep word (stats.futex_wakes moves, poller_wakes does not), also when the process was
- * single-threaded when the futex wait was armed. Under EVLOOP_IO_URING_WAKE=eventfd the same
- * cases run with the eventfd wake, and under EVLOOP_IO_URING_READINESS=epoll_wait and
- * =multishot on the other ways to readiness. */
+ * picks the multishot one) and that evloop_stats() says so; multishot polls that the kernel
+ * ends when the CQ is full and the backend re-arms, readiness and native op completions kept
+ * through a CQ overflow (EVLOOP_IO_URING_CQ makes the CQ tiny), and the unified wait: a loop
+ * asleep in the poller is woken by the futex wake on its sleep word (stats.futex_wakes moves,
+ * poller_wakes does not), also when the process was single-threaded when the futex wait was
+ * armed. Under EVLOOP_IO_URING_WAKE=eventfd the same cases run with the eventfd wake, and under
+ * EVLOOP_IO_URING_READINESS=epoll_wait and =multishot on the other ways to readiness. */
 #include "backend_util.h"
 
 #include <liburing.h>
@@ -262,9 +262,9 @@ static void test_op_completions_overflowing_a_tiny_cq_all_arrive_once(void **sta
     for (uint64_t round = 1; round <= 5; round++) {
         uint64_t slept = bt_stats(loop).poller_sleeps;
         for (int i = 0; i < NFDS; i++)
-            assert_int_equal(evloop_recv(loop, sv[i][0], slot[i].buf, sizeof(slot[i].buf),
-                                         recv_done, &slot[i]),
-                             0);
+            assert_int_equal(
+                evloop_recv(loop, sv[i][0], slot[i].buf, sizeof(slot[i].buf), recv_done, &slot[i]),
+                0);
         struct poller_goal g = {loop, slept};
         assert_true(bt_wait(asleep_in_poller, &g)); /* the recvs are in the kernel */
         for (int i = 0; i < NFDS; i++)

@@ -93,8 +93,8 @@ struct ewait {
     bool ring_in_set;          /* the ring's fd is in the set (traps h and i) */
     uint64_t gen;
     pthread_t armed_by;
-    pthread_mutex_t lock; /* pollset */
-    int pollset;          /* evloop_backend_fd's set: epfd and the ring's fd; -1 until asked */
+    pthread_mutex_t lock;     /* pollset */
+    int pollset;              /* evloop_backend_fd's set: epfd and the ring's fd; -1 until asked */
     atomic_bool futex_armed;  /* also read by remove and destroy */
     atomic_bool wake_pending; /* word mode: wake() asked the next wait not to block */
     struct epoll_event events[MAX_REPORTS];
@@ -181,9 +181,8 @@ static int handle(struct ewait *s, const struct io_uring_cqe *cqe, struct evloop
         s->set_armed = false;
         s->set_ready = true; /* a hint only (trap a): the next harvest looks */
         return k;
-    default: /* K_CANCEL: its op had completed already; the op's own CQE reports it */
-        return k;
     }
+    return k; /* K_CANCEL: its op had completed already; the op's own CQE reports it */
 }
 
 /* Loop thread: takes the CQEs there are (flushing an overflow, trap g) while out[] has room.

@@ -30,8 +30,8 @@
 #define PR_FUTEX_HASH_GET_SLOTS 2
 #endif
 #define SQ_ENTRIES 64u
-#define PROBE_UDATA 1u      /* the ring has no other request yet */
-#define PROBE_TAG 0x5eedu   /* what the probe's epoll set reports */
+#define PROBE_UDATA 1u    /* the ring has no other request yet */
+#define PROBE_TAG 0x5eedu /* what the probe's epoll set reports */
 
 /* Submits sqe, the one SQE queued, and returns its result. */
 static int round_trip(struct io_uring *ring, struct io_uring_sqe *sqe)
