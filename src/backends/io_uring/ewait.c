@@ -32,9 +32,10 @@
  *  d. A futex wait left armed takes a FUTEX_WAKE of one waiter meant for the loop asleep in
  *     fast-wake mode (or for a later loop at the same address): removing the last fd, and
  *     destroy, wake every waiter on the word, which any thread may do without the ring.
- *  e. The kernel writes the events when it harvests, maybe late, as task work: destroy empties
- *     the set (the core has removed every fd; the eventfd goes too), so a late harvest has
- *     nothing to write, and cancels the EPOLL_WAIT before the state is freed.
+ *  e. The kernel writes the events when it harvests, maybe late, as task work: destroy cancels
+ *     the EPOLL_WAIT synchronously before the state is freed. It leaves the set alone: after
+ *     a fork the set is the parent's too, and removing the eventfd would take its wake away
+ *     (stress_fork, the child that frees its copy of the parent's loop).
  *  f. epoll registers open file descriptions: EPOLL_CTL_DEL of an fd closed meanwhile fails
  *     with EBADF or ENOENT, which means it is gone already.
  *  g. A CQ that overflowed keeps the rest in the kernel (IORING_FEAT_NODROP) until an enter
@@ -460,10 +461,8 @@ static void ew_destroy(void *state)
 {
     struct ewait *s = state;
     unpark_futex(s); /* trap d */
-    if (s->efd >= 0)
-        ctl(s, EPOLL_CTL_DEL, s->efd, 0, 0); /* trap e */
     if (s->epoll_armed)
-        cancel(s, K_EPOLL);
+        cancel(s, K_EPOLL); /* trap e */
     io_uring_queue_exit(&s->ring);
     free_state(s);
 }
