@@ -70,6 +70,12 @@ size_t evloop__ingress_backlog(struct evloop__ingress *q);
  * producer might not yet see its stores (arena: lanes on probation) can be settled. */
 void evloop__ingress_fenced(struct evloop__ingress *q);
 
+/* Consumer, after a full fence: false when no producer can publish with only the light
+ * barrier (arena: no lane is registered; chunk: nothing was ever pushed). A producer's first
+ * contact (arena: registering a lane, seq_cst, and its first push; chunk: the first push)
+ * pays a full fence instead, so a loop that reads false may skip its heavy barrier. */
+bool evloop__ingress_has_producers(struct evloop__ingress *q);
+
 /* True when the variant would like a heavy barrier soon (arena: many lanes on probation,
  * which every drain re-checks until one comes). The loop then calls the barrier and
  * _fenced(). */

@@ -73,7 +73,11 @@ void evloop__sleep_notify(struct evloop__sleep *s)
 void evloop__sleep_kick(struct evloop__sleep *s)
 {
     atomic_fetch_add_explicit(&s->epoch, 1, memory_order_relaxed);
-    evloop__sleep_notify(s);
+    /* A full fence: a kick is rare (a timer or fd changed from another thread, stop), and
+     * the loop skips its heavy barrier while no producer lane exists (heavy_if_producers). */
+    evloop__fence();
+    if (atomic_load_explicit(&s->word, memory_order_relaxed) != EVLOOP__AWAKE)
+        wake(s, atomic_exchange(&s->word, EVLOOP__AWAKE));
 }
 
 void evloop__sleep_wake_word(_Atomic uint32_t *word)
@@ -86,21 +90,36 @@ void evloop__sleep_wake_word(_Atomic uint32_t *word)
         evloop__waker_wake(NULL, word);
 }
 
-void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value)
+/* After the word is stored: a full fence, then the heavy barrier only where a producer that
+ * pays only the light one can exist. The fence pairs with the full fence of everything
+ * else that may wake the loop: kicks, a lane's registration and first push (arena), a
+ * queue's first push (chunk). So if producers() reads "none", every producer that appears
+ * after it sees this value (the fences of both sides order the word and the count), and the
+ * membarrier, which costs ~10 us per call on a KVM guest (the IPIs exit the VM), is not paid
+ * by a loop that nobody hands work to: an fd server, a timer loop. */
+static void heavy_if_producers(struct evloop__sleep *s, bool (*producers)(void *), void *arg)
+{
+    evloop__fence();
+    if (s->fence == EVLOOP__FENCE_MEMBARRIER && producers(arg))
+        evloop__barrier_heavy(s->fence);
+}
+
+void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value, bool (*producers)(void *),
+                            void *arg)
 {
     atomic_store_explicit(&s->word, value, memory_order_relaxed);
     /* Pairs with the light barrier of every producer (notify, and the ingress's own):
      * after it, either the loop's re-check sees a producer's publication, or that
      * producer sees this value. */
-    evloop__barrier_heavy(s->fence);
+    heavy_if_producers(s, producers, arg);
 }
 
-void evloop__sleep_park(struct evloop__sleep *s)
+void evloop__sleep_park(struct evloop__sleep *s, bool (*producers)(void *), void *arg)
 {
     /* release: a waker whose exchange reads SLEEP_EXTERNAL then sees external_fd, which
-     * embed.c set before the loop thread could park. The heavy barrier is announce's. */
+     * embed.c set before the loop thread could park. The barrier is announce's. */
     atomic_store_explicit(&s->word, EVLOOP__SLEEP_EXTERNAL, memory_order_release);
-    evloop__barrier_heavy(s->fence);
+    heavy_if_producers(s, producers, arg);
 }
 
 /* kick for a signal handler (signal.c), which may interrupt any thread, the loop's included,
@@ -114,7 +133,7 @@ void evloop__sleep_park(struct evloop__sleep *s)
 void evloop__sleep_kick_async(struct evloop__sleep *s)
 {
     atomic_fetch_add_explicit(&s->epoch, 1, memory_order_relaxed);
-    evloop__barrier_light(s->fence);
+    evloop__fence(); /* as kick's */
     uint32_t was = atomic_load_explicit(&s->word, memory_order_relaxed);
     for (;;) {
         if (was == EVLOOP__AWAKE || (was == EVLOOP__SLEEP_WORD && !s->word_wake_async_safe))

@@ -70,6 +70,7 @@ struct lane {
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t tail;
     _Atomic uint32_t busy;
     uint32_t ppos; /* producer: next free slot in pseg */
+    bool fresh;    /* producer: no push yet (the first one fences: has_producers) */
     struct seg *pseg;
     /* Written rarely, by either side. */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t announced;
@@ -197,7 +198,7 @@ static struct lane *lane_new(struct evloop__ingress *q)
         free(l);
         return NULL;
     }
-    *l = (struct lane){.pseg = s, .cseg = s, .q = q, .state = OFF_LIST};
+    *l = (struct lane){.pseg = s, .cseg = s, .q = q, .state = OFF_LIST, .fresh = true};
     s->next = NULL;
     atomic_init(&l->refs, 2);
     pthread_mutex_lock(&q->lock);
@@ -206,7 +207,9 @@ static struct lane *lane_new(struct evloop__ingress *q)
         q->lanes->prev_lane = l;
     q->lanes = l;
     pthread_mutex_unlock(&q->lock);
-    atomic_fetch_add_explicit(&q->nlanes, 1, memory_order_relaxed);
+    /* seq_cst, then the lane's first push fences: pairs with the loop's fence before
+     * evloop__ingress_has_producers() (sleep.c, heavy_if_producers). */
+    atomic_fetch_add(&q->nlanes, 1);
     return l;
 }
 
@@ -415,8 +418,10 @@ static inline void end_push(struct evloop__ingress *q, struct lane *l, uint64_t 
     uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed) + n;
     /* release: pairs with the acquire loads of tail in drain_lane() and close. */
     atomic_store_explicit(&l->tail, tail, memory_order_release);
-    /* tail before announced: pairs with settle() (fence) or the heavy barrier. */
-    evloop__barrier_light(q->fence);
+    /* tail before announced: pairs with settle() (fence) or the heavy barrier; a lane's
+     * first push fences in full (evloop__ingress_has_producers). */
+    evloop__barrier_light(l->fresh ? EVLOOP__FENCE_SEQ_CST : q->fence);
+    l->fresh = false;
     if (!atomic_load_explicit(&l->announced, memory_order_relaxed) &&
         !atomic_exchange(&l->announced, 1))
         announce_push(q, l);
@@ -688,6 +693,12 @@ void evloop__ingress_fenced(struct evloop__ingress *q)
             work_remove(q, l);
         l = next;
     }
+}
+
+bool evloop__ingress_has_producers(struct evloop__ingress *q)
+{
+    /* seq_cst: pairs with the increment in lane_new(). */
+    return atomic_load(&q->nlanes) > 0;
 }
 
 bool evloop__ingress_wants_fence(struct evloop__ingress *q)

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "barrier.h"
 #include "common.h"
 #include "ingress.h"
 
@@ -32,6 +33,7 @@ struct evloop__ingress {
     /* Its own line: the consumer polls it, and must not pull the mutex's line away from
      * a producer each time it looks. */
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t pushed; /* written under mu */
+    _Atomic uint32_t ever; /* set by the first push (evloop__ingress_has_producers) */
     alignas(EVLOOP_CACHELINE) uint64_t taken;          /* consumer only from here on */
     struct chunk *cur;                        /* the list taken last, oldest first */
     uint32_t cur_pos;
@@ -124,6 +126,16 @@ static struct chunk *tail_with_room(struct evloop__ingress *q)
     return c && c->count < CHUNK_TASKS ? c : append_chunk(q);
 }
 
+/* Under mu, after a push: the queue's first push ever marks it and fences in full, so the
+ * loop may skip its heavy barrier until then (evloop__ingress_has_producers). */
+static void first_push(struct evloop__ingress *q)
+{
+    if (atomic_load_explicit(&q->ever, memory_order_relaxed))
+        return;
+    atomic_store(&q->ever, 1); /* seq_cst: pairs with the load in has_producers */
+    evloop__fence();
+}
+
 int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
                                size_t n)
 {
@@ -151,6 +163,7 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_ta
     /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
     atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + n,
                           memory_order_relaxed);
+    first_push(q);
     pthread_mutex_unlock(&q->mu);
     return 0;
 }
@@ -171,6 +184,7 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
     /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
     atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + 1,
                           memory_order_relaxed);
+    first_push(q);
     pthread_mutex_unlock(&q->mu);
     return 0;
 }
@@ -240,6 +254,11 @@ void evloop__ingress_close(struct evloop__ingress *q)
 void evloop__ingress_fenced(struct evloop__ingress *q)
 {
     (void)q; /* nothing kept for a barrier: the mutex orders everything */
+}
+
+bool evloop__ingress_has_producers(struct evloop__ingress *q)
+{
+    return atomic_load(&q->ever) != 0; /* seq_cst: pairs with first_push() */
 }
 
 bool evloop__ingress_wants_fence(struct evloop__ingress *q)
