@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "backends/epoll/epoll_events.h"
 #include "common.h"
 #include "evloop.h"
 
@@ -60,23 +61,9 @@ static void epoll_destroy(void *state)
     free(s);
 }
 
-static uint32_t to_epoll(uint32_t events)
-{
-    return (events & EVLOOP_READABLE ? EPOLLIN | EPOLLRDHUP : 0u) |
-           (events & EVLOOP_WRITABLE ? EPOLLOUT : 0u);
-}
-
-static uint32_t from_epoll(uint32_t ev)
-{
-    return (ev & (EPOLLIN | EPOLLRDHUP) ? EVLOOP_READABLE : 0u) |
-           (ev & EPOLLOUT ? EVLOOP_WRITABLE : 0u) |
-           (ev & (EPOLLHUP | EPOLLRDHUP) ? EVLOOP_HANGUP : 0u) |
-           (ev & EPOLLERR ? EVLOOP_ERROR : 0u);
-}
-
 static int ctl(struct epoll_state *s, int op, int fd, uint32_t events, uint64_t tag)
 {
-    struct epoll_event ev = {.events = to_epoll(events), .data.u64 = tag};
+    struct epoll_event ev = {.events = evloop__to_epoll(events), .data.u64 = tag};
     return epoll_ctl(s->epfd, op, fd, &ev) < 0 ? -errno : 0;
 }
 
@@ -126,7 +113,7 @@ static int epoll_wait_events(void *state, int64_t timeout_ns, struct evloop__io_
             (void)rd;
             continue;
         }
-        out[k++] = (struct evloop__io_event){ev[i].data.u64, from_epoll(ev[i].events), 0};
+        out[k++] = (struct evloop__io_event){ev[i].data.u64, evloop__from_epoll(ev[i].events), 0};
     }
     return k;
 }

@@ -61,6 +61,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backends/epoll/epoll_events.h"
 #include "common.h"
 #include "evloop.h"
 #include "sleep.h"
@@ -100,20 +101,6 @@ struct ewait {
     atomic_bool wake_pending; /* word mode: wake() asked the next wait not to block */
     struct epoll_event events[MAX_REPORTS];
 };
-
-static uint32_t to_epoll(uint32_t events)
-{
-    return (events & EVLOOP_READABLE ? EPOLLIN | EPOLLRDHUP : 0u) |
-           (events & EVLOOP_WRITABLE ? EPOLLOUT : 0u);
-}
-
-static uint32_t from_epoll(uint32_t ev)
-{
-    return (ev & (EPOLLIN | EPOLLRDHUP) ? EVLOOP_READABLE : 0u) |
-           (ev & EPOLLOUT ? EVLOOP_WRITABLE : 0u) |
-           (ev & (EPOLLHUP | EPOLLRDHUP) ? EVLOOP_HANGUP : 0u) |
-           (ev & EPOLLERR ? EVLOOP_ERROR : 0u);
-}
 
 static int ctl(struct ewait *s, int op, int fd, uint32_t events, uint64_t tag)
 {
@@ -156,7 +143,7 @@ static int harvest(struct ewait *s, int n, struct evloop__io_event *out, int k, 
             (void)rd;
             *woken = true;
         } else if (tag != RING_TAG && k < max) { /* past max: reported again next wait */
-            out[k++] = (struct evloop__io_event){tag, from_epoll(s->events[i].events), 0};
+            out[k++] = (struct evloop__io_event){tag, evloop__from_epoll(s->events[i].events), 0};
         }
     }
     return k;
@@ -366,7 +353,7 @@ static int ew_wait(void *state, int64_t timeout_ns, struct evloop__io_event *out
 static int ew_add(void *state, int fd, uint32_t events, uint64_t tag)
 {
     struct ewait *s = state;
-    int r = ctl(s, EPOLL_CTL_ADD, fd, to_epoll(events), tag);
+    int r = ctl(s, EPOLL_CTL_ADD, fd, evloop__to_epoll(events), tag);
     /* relaxed: ordered against the loop's announce by sleep_wake_word's fence (trap j). */
     if (r == 0 && atomic_fetch_add_explicit(&s->nactive, 1, memory_order_relaxed) == 0 &&
         s->efd < 0)
@@ -376,7 +363,7 @@ static int ew_add(void *state, int fd, uint32_t events, uint64_t tag)
 
 static int ew_modify(void *state, int fd, uint32_t events, uint64_t tag)
 {
-    return ctl(state, EPOLL_CTL_MOD, fd, to_epoll(events), tag);
+    return ctl(state, EPOLL_CTL_MOD, fd, evloop__to_epoll(events), tag);
 }
 
 static int ew_remove(void *state, int fd)
