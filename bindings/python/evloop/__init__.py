@@ -50,11 +50,11 @@ def variants() -> List[str]:
 
 
 _backends_cache: Optional[List[str]] = None
-_PRIORITY = ("io_uring", "epoll", "kqueue")
+_PRIORITY = ("epoll", "io_uring", "kqueue")  # auto's order (src/core/backend.c)
 
 
 def backends() -> List[str]:
-    """The pollers that work on this machine, best first (e.g. ``["io_uring", "epoll"]``):
+    """The pollers that work on this machine, best first (e.g. ``["epoll", "io_uring"]``):
     those compiled in for which a loop can really start here (io_uring can be disabled by
     the kernel, a sysctl or seccomp). ``Loop(backend=None)`` takes the first, unless the
     ``EVLOOP_BACKEND`` environment variable names another."""
