@@ -29,11 +29,13 @@ EVLOOP_API void evloop_config_init(evloop_config *cfg)
 
 static void destroy(evloop *loop)
 {
-    if (loop->backend)
-        loop->backend->destroy(loop->backend_state);
+    /* The queues first: until they are freed, a producer thread that exits may announce its
+     * lane and call the loop's notify (arena.c), which may reach the backend's wake. */
     evloop__ingress_free(loop->external);
     evloop__ingress_free(loop->internal);
     evloop__ingress_free(loop->remote_micro);
+    if (loop->backend)
+        loop->backend->destroy(loop->backend_state);
     evloop__sleep_destroy(&loop->sleep);
     evloop__taskq_destroy(&loop->local);
     evloop__taskq_destroy(&loop->local_internal);
