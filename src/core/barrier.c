@@ -23,8 +23,7 @@
 #define HAVE_MEMBARRIER 1
 #endif
 
-#ifdef EVLOOP__UNDER_TSAN
-#define UNDER_TSAN 1
+#if EVLOOP__TSAN
 _Atomic unsigned evloop__tsan_fence_word;
 #endif
 
@@ -33,7 +32,7 @@ static const char *register_failure; /* NULL: registered; else why not (set once
 
 static void register_membarrier(void)
 {
-#if defined(UNDER_TSAN)
+#if EVLOOP__TSAN
     register_failure = "ThreadSanitizer build (it does not model membarrier)";
 #elif defined(HAVE_MEMBARRIER)
     long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
@@ -50,7 +49,7 @@ static void register_membarrier(void)
 
 void evloop__barrier_heavy(unsigned fence)
 {
-#if defined(HAVE_MEMBARRIER) && !defined(UNDER_TSAN)
+#if defined(HAVE_MEMBARRIER) && !EVLOOP__TSAN
     if (fence == EVLOOP__FENCE_MEMBARRIER) {
         /* Cannot fail once the process is registered (the choice checked it, and fork
          * keeps the registration); a seccomp filter installed after a loop chose

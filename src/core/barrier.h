@@ -22,23 +22,17 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "common.h"
+
 enum evloop__fence {
     EVLOOP__FENCE_MEMBARRIER = 0, /* producers: compiler barrier; loop: membarrier() */
     EVLOOP__FENCE_SEQ_CST = 1,    /* both sides: a seq_cst fence */
 };
 
-#if defined(__SANITIZE_THREAD__)
-#define EVLOOP__UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define EVLOOP__UNDER_TSAN 1
-#endif
-#endif
-
 /* A full seq_cst fence. ThreadSanitizer does not model standalone fences (gcc rejects them
  * with -Wtsan), so there it is a seq_cst read-modify-write of one process-wide word: a full
  * barrier in hardware too, and every such fence falls in the word's one total order. */
-#ifdef EVLOOP__UNDER_TSAN
+#if EVLOOP__TSAN
 extern _Atomic unsigned evloop__tsan_fence_word;
 static inline void evloop__fence(void)
 {

@@ -1,5 +1,6 @@
 /* Small internal helpers shared by every part of the library: assertions, cache-line
- * padding, container_of, the CPU pause hint, the monotonic clock and EINTR retry. */
+ * padding, container_of, the CPU pause hint, the monotonic clock, and whether this is a
+ * ThreadSanitizer build. */
 #ifndef EVLOOP_COMMON_H
 #define EVLOOP_COMMON_H
 
@@ -24,6 +25,18 @@
 #endif
 
 #define EVLOOP_CACHELINE 64
+
+/* EVLOOP__TSAN: 1 in a ThreadSanitizer build (gcc's and clang's spellings), else 0. */
+#if defined(__SANITIZE_THREAD__)
+#define EVLOOP__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EVLOOP__TSAN 1
+#endif
+#endif
+#ifndef EVLOOP__TSAN
+#define EVLOOP__TSAN 0
+#endif
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 

@@ -6,17 +6,6 @@
 
 #include "sleep.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define EVLOOP__TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define EVLOOP__TSAN 1
-#endif
-#endif
-#ifndef EVLOOP__TSAN
-#define EVLOOP__TSAN 0
-#endif
-
 int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const char **why)
 {
     atomic_init(&s->word, EVLOOP__AWAKE);

@@ -3,7 +3,8 @@
  *
  * Traps of the OS API:
  *  a. epoll_wait's timeout is in ms: rounding down fires timers early, so the wait uses
- *     epoll_pwait2 (ns, Linux 5.11+) and falls back to epoll_wait rounded up.
+ *     epoll_pwait2 (ns, Linux 5.11+) and falls back to epoll_wait rounded up; under
+ *     ThreadSanitizer always epoll_wait (epoll_wait.h says why).
  *  b. epoll registers the open file description, not the fd: an fd closed without
  *     removal disappears by itself, so EPOLL_CTL_DEL's EBADF/ENOENT mean "already gone".
  *  c. Regular files cannot be polled: EPOLL_CTL_ADD fails with EPERM, returned as is.
@@ -15,6 +16,7 @@
 
 #include "backend.h"
 #include "backends/epoll/epoll_events.h"
+#include "backends/epoll/epoll_wait.h"
 #include "common.h"
 #include "evloop.h"
 
@@ -83,26 +85,13 @@ static int epoll_remove(void *state, int fd)
     return r == -EBADF || r == -ENOENT ? 0 : r; /* trap b */
 }
 
-static int wait_raw(struct epoll_state *s, int64_t timeout_ns, struct epoll_event *ev, int max)
-{
-    if (!s->no_pwait2) {
-        struct timespec ts = evloop__ns_to_timespec((uint64_t)(timeout_ns < 0 ? 0 : timeout_ns));
-        int n = epoll_pwait2(s->epfd, ev, max, timeout_ns < 0 ? NULL : &ts, NULL);
-        if (n >= 0 || errno != ENOSYS)
-            return n;
-        s->no_pwait2 = true;
-    }
-    int ms = timeout_ns < 0 ? -1 : (int)((timeout_ns + 999999) / 1000000); /* trap a */
-    return epoll_wait(s->epfd, ev, max, ms);
-}
-
 static int epoll_wait_events(void *state, int64_t timeout_ns, struct evloop__io_event *out, int max)
 {
     struct epoll_state *s = state;
     struct epoll_event ev[64];
     if (max > 64)
         max = 64;
-    int n = wait_raw(s, timeout_ns, ev, max);
+    int n = evloop__epoll_wait_ns(s->epfd, ev, max, timeout_ns, &s->no_pwait2); /* trap a */
     if (n < 0)
         return errno == EINTR ? 0 : -errno;
     int k = 0;

@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "backends/epoll/epoll_events.h"
+#include "backends/epoll/epoll_wait.h"
 #include "common.h"
 #include "evloop.h"
 #include "sleep.h"
@@ -85,6 +86,7 @@ struct ewait {
     int efd; /* the eventfd wake, in the set; -1 when the loop sleeps on its word */
     _Atomic uint32_t *word;
     bool epoll_wait; /* the mode: harvest with IORING_OP_EPOLL_WAIT (else epoll_pwait2) */
+    bool no_pwait2;  /* epoll_pwait2 said ENOSYS: epoll_wait (epoll_wait.h) */
     /* fds in the set: written by add and remove (serialised by the core, any thread), read by
      * the loop thread to choose where it blocks (trap j). */
     _Atomic uint32_t nactive;
@@ -264,8 +266,8 @@ static int harvest_set(struct ewait *s, bool block, int64_t timeout_ns,
     if (k >= max || (!block && s->set_armed && !s->set_ready))
         return k;
     s->set_ready = false;
-    struct timespec ts = evloop__ns_to_timespec((uint64_t)(block ? timeout_ns : 0));
-    int n = epoll_pwait2(s->epfd, s->events, max - k, block && timeout_ns < 0 ? NULL : &ts, NULL);
+    int n = evloop__epoll_wait_ns(s->epfd, s->events, max - k, block ? timeout_ns : 0,
+                                  &s->no_pwait2);
     return harvest(s, n < 0 ? -errno : n, out, k, max, woken);
 }
 
