@@ -70,11 +70,13 @@ size_t evloop__ingress_backlog(struct evloop__ingress *q);
  * producer might not yet see its stores (arena: lanes on probation) can be settled. */
 void evloop__ingress_fenced(struct evloop__ingress *q);
 
-/* Consumer, after a full fence: false when no producer can publish with only the light
- * barrier (arena: no lane is registered; chunk: nothing was ever pushed). A producer's first
- * contact (arena: registering a lane, seq_cst, and its first push; chunk: the first push)
- * pays a full fence instead, so a loop that reads false may skip its heavy barrier. */
-bool evloop__ingress_has_producers(struct evloop__ingress *q);
+/* Consumer, after a full fence, about to sleep: false when no push can be published with
+ * only the light barrier and go unseen by the re-check, so the loop may skip its heavy
+ * barrier. Arena: no lane is in the work list (none active, on probation or handed): every
+ * lane is new, whose first push fences in full, or was let go after a heavy barrier, so
+ * its next push finds announced 0 and exchanges it, a full barrier (x86; elsewhere a fence
+ * follows the exchange). Chunk: nothing was ever pushed (the first push fences). */
+bool evloop__ingress_needs_heavy(struct evloop__ingress *q);
 
 /* True when the variant would like a heavy barrier soon (arena: many lanes on probation,
  * which every drain re-checks until one comes). The loop then calls the barrier and

@@ -63,7 +63,7 @@ void evloop__sleep_kick(struct evloop__sleep *s)
 {
     atomic_fetch_add_explicit(&s->epoch, 1, memory_order_relaxed);
     /* A full fence: a kick is rare (a timer or fd changed from another thread, stop), and
-     * the loop skips its heavy barrier while no producer lane exists (heavy_if_producers). */
+     * the loop may skip its heavy barrier (heavy_if_needed). */
     evloop__fence();
     if (atomic_load_explicit(&s->word, memory_order_relaxed) != EVLOOP__AWAKE)
         wake(s, atomic_exchange(&s->word, EVLOOP__AWAKE));
@@ -79,36 +79,36 @@ void evloop__sleep_wake_word(_Atomic uint32_t *word)
         evloop__waker_wake(NULL, word);
 }
 
-/* After the word is stored: a full fence, then the heavy barrier only where a producer that
- * pays only the light one can exist. The fence pairs with the full fence of everything
- * else that may wake the loop: kicks, a lane's registration and first push (arena), a
- * queue's first push (chunk). So if producers() reads "none", every producer that appears
- * after it sees this value (the fences of both sides order the word and the count), and the
- * membarrier, which costs ~10 us per call on a KVM guest (the IPIs exit the VM), is not paid
- * by a loop that nobody hands work to: an fd server, a timer loop. */
-static void heavy_if_producers(struct evloop__sleep *s, bool (*producers)(void *), void *arg)
+/* After the word is stored: a full fence, then the heavy barrier only where a push made
+ * with only the light barrier could otherwise go unseen (needs_heavy, ingress.h). The fence
+ * pairs with the full barrier of everything else that may wake the loop: kicks, a lane's
+ * first push and every push that wins its lane's announce exchange (arena), a queue's first
+ * push (chunk). So a loop whose producers are silent, or post now and then, pays the
+ * membarrier once after each burst, not before every sleep: it sends an IPI to every CPU
+ * running a thread of the process, which costs microseconds on a VM when a sibling runs. */
+static void heavy_if_needed(struct evloop__sleep *s, bool (*needs_heavy)(void *), void *arg)
 {
     evloop__fence();
-    if (s->fence == EVLOOP__FENCE_MEMBARRIER && producers(arg))
+    if (s->fence == EVLOOP__FENCE_MEMBARRIER && needs_heavy(arg))
         evloop__barrier_heavy(s->fence);
 }
 
-void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value, bool (*producers)(void *),
-                            void *arg)
+void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value,
+                            bool (*needs_heavy)(void *), void *arg)
 {
     atomic_store_explicit(&s->word, value, memory_order_relaxed);
     /* Pairs with the light barrier of every producer (notify, and the ingress's own):
      * after it, either the loop's re-check sees a producer's publication, or that
      * producer sees this value. */
-    heavy_if_producers(s, producers, arg);
+    heavy_if_needed(s, needs_heavy, arg);
 }
 
-void evloop__sleep_park(struct evloop__sleep *s, bool (*producers)(void *), void *arg)
+void evloop__sleep_park(struct evloop__sleep *s, bool (*needs_heavy)(void *), void *arg)
 {
     /* release: a waker whose exchange reads SLEEP_EXTERNAL then sees external_fd, which
      * embed.c set before the loop thread could park. The barrier is announce's. */
     atomic_store_explicit(&s->word, EVLOOP__SLEEP_EXTERNAL, memory_order_release);
-    heavy_if_producers(s, producers, arg);
+    heavy_if_needed(s, needs_heavy, arg);
 }
 
 /* kick for a signal handler (signal.c), which may interrupt any thread, the loop's included,

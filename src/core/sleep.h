@@ -26,7 +26,7 @@
  *   evloop__sleep_kick      | any        | bumps the epoch (a timer or fd changed), notify
  *   evloop__sleep_wake_word | backends   | the word branch of notify (io_uring's re-arm)
  *   evloop__sleep_announce  | loop       | stores SLEEP_*, then a full fence and, if a
- *                           |            | producer lane exists, the heavy barrier: after
+ *                           |            | queue needs it, the heavy barrier: after
  *                           |            | it, the loop re-checks everything, then blocks
  *   evloop__sleep_cancel    | loop       | the re-check found work: back to AWAKE
  *   evloop__sleep_finish    | loop       | after blocking: AWAKE again; true when a waker
@@ -92,11 +92,12 @@ static inline uint32_t evloop__sleep_epoch(struct evloop__sleep *s)
     return atomic_load_explicit(&s->epoch, memory_order_relaxed);
 }
 
-/* producers(arg): whether a producer that pays only the light barrier may exist (tick.c asks
- * the ingress queues); read after a full fence, and the heavy barrier is skipped when not. */
-void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value, bool (*producers)(void *),
-                            void *arg);
-void evloop__sleep_park(struct evloop__sleep *s, bool (*producers)(void *), void *arg);
+/* needs_heavy(arg): whether a push made with only the light barrier could go unseen without
+ * the heavy one (tick.c asks the ingress queues); read after a full fence, and the heavy
+ * barrier is skipped when not. */
+void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value,
+                            bool (*needs_heavy)(void *), void *arg);
+void evloop__sleep_park(struct evloop__sleep *s, bool (*needs_heavy)(void *), void *arg);
 void evloop__sleep_kick_async(struct evloop__sleep *s);
 
 /* Any thread: the loop is parked by evloop_run_once and nothing has woken it since. */

@@ -193,13 +193,14 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
     return false;
 }
 
-/* Whether any thread may hand this loop work with only the light barrier (sleep.c). */
-static bool has_producers(void *arg)
+/* Whether a push published with only the light barrier could go unseen by the re-check
+ * after a sleep announce without the heavy barrier (sleep.c, ingress.h). */
+static bool needs_heavy(void *arg)
 {
     evloop *loop = arg;
-    return evloop__ingress_has_producers(loop->external) ||
-           evloop__ingress_has_producers(loop->internal) ||
-           evloop__ingress_has_producers(loop->remote_micro);
+    return evloop__ingress_needs_heavy(loop->external) ||
+           evloop__ingress_needs_heavy(loop->internal) ||
+           evloop__ingress_needs_heavy(loop->remote_micro);
 }
 
 static bool sleep_cancelled(evloop *loop, uint32_t epoch, bool poller)
@@ -219,7 +220,7 @@ static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
     uint32_t value = poller && !(loop->backend_caps & EVLOOP__CAP_WORD_WAKE) ? EVLOOP__SLEEP_POLLER
                                                                              : EVLOOP__SLEEP_WORD;
     atomic_store_explicit(&loop->phase, EVLOOP_SLEEPING, memory_order_relaxed);
-    evloop__sleep_announce(&loop->sleep, value, has_producers, loop);
+    evloop__sleep_announce(&loop->sleep, value, needs_heavy, loop);
     ingress_fenced(loop);
     int n = 0;
     struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
@@ -323,7 +324,7 @@ int evloop__tick(evloop *loop)
 void evloop__park(evloop *loop, bool poller)
 {
     uint32_t epoch = evloop__sleep_epoch(&loop->sleep);
-    evloop__sleep_park(&loop->sleep, has_producers, loop);
+    evloop__sleep_park(&loop->sleep, needs_heavy, loop);
     ingress_fenced(loop);
     if (sleep_cancelled(loop, epoch, poller))
         evloop__sleep_notify(&loop->sleep);

@@ -49,8 +49,21 @@
  *   -DBROKEN_LET_GO  the consumer drops a lane from its work list when its CAS loses, and
  *       nothing waits for the winner's push: with close, the loop can end first (see let_go).
  *
+ * The loop pays its heavy barrier before a sleep only while its work list holds a lane
+ * (evloop__ingress_needs_heavy): a lane let go after a barrier, or never announced, is
+ * announced again by an exchange, a full barrier, before its producer reads the word.
+ *   -DBROKEN_STACK_NOT_WORK  the sleep re-check takes the announce stack but counts only
+ *       undrained tasks as work (arena.c's _is_empty() before the barrier was skipped). spin
+ *       finds a lost wake with three pushes on one lane (-DNTASKS0=3 -DNTASKS1=0 -DNO_EXIT):
+ *       the re-check takes a lane whose producer was still announcing it, finds its tasks
+ *       drained already, and the loop sleeps, its barrier skipped, holding the lane ACTIVE
+ *       with announced 1; the next push skips the exchange, and its read of the word passes
+ *       its own tail store: no wake. The fix: a lane taken there is work (tick again).
+ *
  * Variants (tests/model/CMakeLists.txt runs each):
  *   (default)                       membarrier mode: must pass
+ *   -DALWAYS_HEAVY                  the heavy barrier before every sleep (as before): must pass
+ *   -DBROKEN_STACK_NOT_WORK         see above: must fail
  *   -DFENCE_MODE                    the fallback: producers and the loop fence: must pass
  *   -DWITH_CLOSE                    close racing pushes (either mode): must pass
  *   -DBROKEN_NO_MEMBARRIER          membarrier mode, the heavy barrier a no-op: must fail
@@ -464,7 +477,8 @@ inline fenced() {
     fi
 }
 
-/* _is_empty(): the announce stack's head, then every lane the consumer holds. */
+/* _is_empty(): the announce stack's head (a lane there is work, drained or not; arena.c
+ * takes the stack at once, this model at the next tick), then every lane the consumer holds. */
 inline has_work(work) {
     work = on_stack[0] || on_stack[1];
     if :: !work && st[0] != OFF -> t = mem[TAIL(0)]; work = (t != head[0]) :: else -> skip fi;
@@ -474,7 +488,7 @@ inline has_work(work) {
 
 proctype Loop() {
     byte t, o, r, v;
-    bool ok, work;
+    bool ok, work, needs_heavy;
     do
     :: take_announced();
         drain_lane(0);
@@ -494,12 +508,31 @@ proctype Loop() {
         :: work = false; heavy(LOOP); fenced();  /* fence_if_wanted() */
             d_step { t = 0; o = 0; r = 0; ok = false }
         :: !work ->
-            /* prepare_sleep(): announce, _fenced, re-check, block */
+            /* prepare_sleep(): announce (the word, a full fence, the heavy barrier only while
+             * the work list holds a lane: needs_heavy), _fenced, re-check, block */
             store(LOOP, SLEEPW, SLEEP);
+#ifdef ALWAYS_HEAVY
             heavy(LOOP);
+#else
+            fence(LOOP);
+            needs_heavy = (st[0] != OFF || st[1] != OFF);
+            if
+            :: needs_heavy -> heavy(LOOP); needs_heavy = false /* not last: spin's d_step */
+            :: else -> skip
+            fi;
+#endif
             fenced();
             d_step { t = 0; o = 0; r = 0; ok = false };
+#ifndef BROKEN_STACK_NOT_WORK
             has_work(work);
+#else
+            /* the re-check takes the stack but counts only undrained tasks */
+            take_announced();
+            work = false;
+            if :: st[0] != OFF -> t = mem[TAIL(0)]; work = (t != head[0]) :: else -> skip fi;
+            if :: !work && st[1] != OFF -> t = mem[TAIL(1)]; work = (t != head[1]) :: else -> skip fi;
+            t = 0;
+#endif
             if
             :: work || loop_closed ->
                 work = false;

@@ -207,9 +207,7 @@ static struct lane *lane_new(struct evloop__ingress *q)
         q->lanes->prev_lane = l;
     q->lanes = l;
     pthread_mutex_unlock(&q->lock);
-    /* seq_cst, then the lane's first push fences: pairs with the loop's fence before
-     * evloop__ingress_has_producers() (sleep.c, heavy_if_producers). */
-    atomic_fetch_add(&q->nlanes, 1);
+    atomic_fetch_add_explicit(&q->nlanes, 1, memory_order_relaxed); /* a count for stats */
     return l;
 }
 
@@ -418,13 +416,19 @@ static inline void end_push(struct evloop__ingress *q, struct lane *l, uint64_t 
     uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed) + n;
     /* release: pairs with the acquire loads of tail in drain_lane() and close. */
     atomic_store_explicit(&l->tail, tail, memory_order_release);
-    /* tail before announced: pairs with settle() (fence) or the heavy barrier; a lane's
-     * first push fences in full (evloop__ingress_has_producers). */
+    /* tail before announced: pairs with settle() (fence) or the heavy barrier. A lane's
+     * first push fences in full, and a push that wins the exchange of announced is ordered by
+     * it, before the read of the sleep word that follows: so a loop whose work list is
+     * empty may sleep without the heavy barrier (evloop__ingress_needs_heavy). */
     evloop__barrier_light(l->fresh ? EVLOOP__FENCE_SEQ_CST : q->fence);
     l->fresh = false;
     if (!atomic_load_explicit(&l->announced, memory_order_relaxed) &&
-        !atomic_exchange(&l->announced, 1))
+        !atomic_exchange(&l->announced, 1)) {
         announce_push(q, l);
+#if !defined(__x86_64__) && !defined(__i386__)
+        evloop__fence(); /* an exchange is a full barrier on x86 only */
+#endif
+    }
     /* Not busy only once announced: a close that waited for this sees the lane on the
      * stack or held by the consumer, never published and unannounced. release: pairs
      * with the acquire in evloop__ingress_close(). */
@@ -668,7 +672,15 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
 
 bool evloop__ingress_is_empty(struct evloop__ingress *q)
 {
-    take_announced(q); /* exact even when only an exited thread's lane was announced */
+    /* A lane just taken from the announce stack counts as work even when its tasks were
+     * drained already (its producer was still announcing it): it is ACTIVE, with announced
+     * 1, until a drain settles it, and a push into it neither exchanges nor fences, so the
+     * loop must tick again rather than sleep on it without the heavy barrier
+     * (tests/model/lanes.pml, -DBROKEN_STACK_NOT_WORK). */
+    if (atomic_load_explicit(&q->announce, memory_order_relaxed)) {
+        take_announced(q);
+        return false;
+    }
     for (struct lane *l = q->work_head; l; l = l->next_work)
         if (!lane_is_empty(l))
             return false;
@@ -695,10 +707,9 @@ void evloop__ingress_fenced(struct evloop__ingress *q)
     }
 }
 
-bool evloop__ingress_has_producers(struct evloop__ingress *q)
+bool evloop__ingress_needs_heavy(struct evloop__ingress *q)
 {
-    /* seq_cst: pairs with the increment in lane_new(). */
-    return atomic_load(&q->nlanes) > 0;
+    return q->work_head != NULL; /* the consumer's own list (ingress.h says why) */
 }
 
 bool evloop__ingress_wants_fence(struct evloop__ingress *q)

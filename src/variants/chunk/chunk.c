@@ -127,12 +127,12 @@ static struct chunk *tail_with_room(struct evloop__ingress *q)
 }
 
 /* Under mu, after a push: the queue's first push ever marks it and fences in full, so the
- * loop may skip its heavy barrier until then (evloop__ingress_has_producers). */
+ * loop may skip its heavy barrier until then (evloop__ingress_needs_heavy). */
 static void first_push(struct evloop__ingress *q)
 {
     if (atomic_load_explicit(&q->ever, memory_order_relaxed))
         return;
-    atomic_store(&q->ever, 1); /* seq_cst: pairs with the load in has_producers */
+    atomic_store(&q->ever, 1); /* seq_cst: pairs with the load in needs_heavy */
     evloop__fence();
 }
 
@@ -256,7 +256,7 @@ void evloop__ingress_fenced(struct evloop__ingress *q)
     (void)q; /* nothing kept for a barrier: the mutex orders everything */
 }
 
-bool evloop__ingress_has_producers(struct evloop__ingress *q)
+bool evloop__ingress_needs_heavy(struct evloop__ingress *q)
 {
     return atomic_load(&q->ever) != 0; /* seq_cst: pairs with first_push() */
 }
