@@ -155,8 +155,22 @@ static void spin_preempted(evloop *loop, uint64_t now)
     evloop__count(&loop->stats.spin_preemptions, 1);
 }
 
-/* Spins up to the spin window (never past timeout_ns) watching the queues. Returns true
- * when something arrived: then neither side made a syscall. */
+/* A look at the fds from inside the spin: a zero-timeout wait of the backend, whose reports
+ * are dispatched at once. True when it found any (then the spin is a hit). */
+static bool spin_poll_io(evloop *loop)
+{
+    struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
+    int n = evloop__wait_io(loop, 0, ev);
+    if (n <= 0)
+        return false; /* an error is met again, and returned, by the wait after the spin */
+    evloop__dispatch_io(loop, ev, n);
+    return true;
+}
+
+/* Spins up to the spin window (never past timeout_ns) watching the queues and, while fds
+ * are registered, their readiness (a zero-timeout wait at every look at the clock, every
+ * few us): a server's next request then lands in the spin, not after a sleep and a wake.
+ * Returns true when something arrived: then neither side made a wake syscall. */
 static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
 {
     int64_t window = atomic_load_explicit(&loop->spin_window, memory_order_relaxed);
@@ -169,7 +183,10 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
         return false;
     uint64_t end = last + (uint64_t)window;
     for (unsigned i = 1;; i++) {
-        if (evloop__has_work(loop) || atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
+        bool io_found = (i & 31) == 0 && atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0 &&
+                        spin_poll_io(loop);
+        if (io_found || evloop__has_work(loop) ||
+            atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
             evloop__sleep_epoch(&loop->sleep) != epoch) {
             evloop__count(&loop->stats.spin_hits, 1);
             adapt_spin(loop, true, -1);
