@@ -60,7 +60,9 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_ta
 size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out, size_t max);
 
 /* True when every push published before the consumer's last heavy barrier (or fence) has
- * been drained, and nothing newer is visible. */
+ * been drained, and nothing newer is visible. Arena: false also when it just took a lane
+ * from the announce stack, drained or not (arena.c says why); asked again with nothing
+ * pushed meanwhile, the answer is exact. */
 bool evloop__ingress_is_empty(struct evloop__ingress *q);
 
 /* About how many tasks are waiting: a hint, read with relaxed loads. */

@@ -3,6 +3,8 @@
 # one after the other, from the seed corpus; new inputs and any crash go to OUT.
 #   tests/fuzz/run_long.sh BUILD_DIR [RUNS] [OUT]
 # BUILD_DIR is a build configured with -DCMAKE_C_COMPILER=clang-14 -DEVLOOP_BUILD_FUZZ=ON.
+# EVLOOP_FUZZ_MAX_SECONDS (default 0: none) caps each fuzzer's time: a slow harness then
+# stops short of RUNS, and its line says how many executions it got.
 # Prints each fuzzer's executions, and exits non-zero if one found a crash or a leak.
 set -u
 build=$1
@@ -17,6 +19,7 @@ run() { # name binary corpus [VAR=value ...]
     mkdir -p "$out/$name"
     start=$(date +%s)
     env "$@" ASAN_OPTIONS=detect_leaks=1 "$bin/$exe" -runs="$runs" -max_len=4096 -timeout=20 \
+        -max_total_time="${EVLOOP_FUZZ_MAX_SECONDS:-0}" \
         -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$out/$name-" \
         "$out/$name" "$here/corpus/$corpus" >"$out/$name.log" 2>&1
     rc=$?
