@@ -30,6 +30,7 @@ static char *g_self; /* argv[0], to re-execute this binary */
 
 #define SHORT_TASKS 24 /* per thread: 8 single submits, then batches of 1, 3, 5, 7 */
 #define ROUNDS 5       /* of `threads` threads each */
+#define BLOCK_BYTES (128 * 16) /* at least what one 128-task block of either variant takes */
 
 struct churn {
     evloop *loop;
@@ -122,14 +123,23 @@ static void test_a_thousand_short_lived_producers_lose_nothing_and_leave_nothing
     struct test_runner r;
     test_runner_start(&r, g_churn.loop);
     size_t before = 0, after = 0;
+    uint64_t blocks_before = 0;
+    struct evloop_stats st;
     for (size_t round = 0; round < ROUNDS; round++) {
         size_t heap = churn_round(round * threads, threads, 50);
-        if (round == 1)
+        assert_rc(evloop_stats(g_churn.loop, &st), 0);
+        if (round == 1) {
             before = heap; /* the pools and caches are warm */
+            blocks_before = st.ingress_overflows;
+        }
         after = heap;
     }
-    struct evloop_stats st;
-    assert_rc(evloop_stats(g_churn.loop, &st), 0);
+    /* The segment pool keeps every block it ever held (no cap, no free in steady state):
+     * when the loop falls behind a burst of producers, as on a loaded machine, it grows to
+     * that burst's high-water mark. Those blocks (counted by ingress_overflows) are not a
+     * leak; the rest of the growth is. */
+    size_t pool_growth = (size_t)(st.ingress_overflows - blocks_before) * BLOCK_BYTES;
+    after = after > pool_growth ? after - pool_growth : 0;
     test_runner_stop(&r);
     uint64_t lost = 0, duplicated = 0;
     for (size_t i = 0; i < ROUNDS * threads * SHORT_TASKS; i++) {
@@ -138,7 +148,7 @@ static void test_a_thousand_short_lived_producers_lose_nothing_and_leave_nothing
     }
     printf("# figure: lanes %s.%s (fence %s): %d x %zu short-lived producers x %d tasks: lost "
            "%llu, duplicated %llu, order violations %llu; lanes left %llu; heap in use after "
-           "round 2 %zu B, after round %d %zu B\n",
+           "round 2 %zu B, after round %d %zu B less the segment pool's growth\n",
            EVLOOP_TEST_VARIANT, st.backend, st.fence, ROUNDS, threads, SHORT_TASKS,
            (unsigned long long)lost, (unsigned long long)duplicated,
            (unsigned long long)g_churn.order_violations, (unsigned long long)st.lanes, before,
@@ -149,10 +159,9 @@ static void test_a_thousand_short_lived_producers_lose_nothing_and_leave_nothing
     assert_int_equal(lost, 0);
     assert_int_equal(duplicated, 0);
     assert_int_equal(g_churn.order_violations, 0);
-    /* Flat: 3 more rounds (3 x threads exits) after the warm ones leave the heap within
-     * 256 KiB: a leak of ~90 bytes per thread would pass it; what pools keep for a burst
-     * (a few dozen 2 KiB blocks when the loop falls behind) does not. */
-    assert_true(after <= before + 256 * 1024);
+    /* Flat: 3 more rounds (3 x threads exits) after the warm ones leave the heap, less the
+     * pool's growth, within 64 KiB: a leak of ~24 bytes per thread exit fails it. */
+    assert_true(after <= before + 64 * 1024);
 }
 
 /* ---- 8 producers mixing single and batch submits, both fence modes ---------------------- */
