@@ -34,6 +34,15 @@ fi
 if ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
     apt_install python3-venv
 fi
+# CPython's own asyncio tests, for the conformance harness (tests/asyncio_conformance.py):
+# Debian ships them apart, as libpython3.X-testsuite. Best effort: without them that test
+# module skips with the reason.
+if ! "$py" -c 'import test.test_asyncio.utils' 2>/dev/null; then
+    ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    if [ "$("$py" -c 'import sys; print(sys.prefix)')" = "/usr" ]; then
+        apt_install "libpython${ver}-testsuite" || echo "run_tests.sh: libpython${ver}-testsuite not installed: the asyncio conformance tests will skip" >&2
+    fi
+fi
 
 out="${EVLOOP_PY_OUT:-$root/build-python}"
 venv="$out/venv"

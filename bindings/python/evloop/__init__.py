@@ -37,7 +37,25 @@ __all__ = [
     "default_exception_handler",
     "READABLE",
     "WRITABLE",
+    "EventLoop",
+    "EventLoopPolicy",
+    "new_event_loop",
+    "run",
+    "install",
 ]
+
+# The asyncio loop (evloop/_aio.py) is imported on first use, so that `import evloop` does
+# not import asyncio.
+_AIO_NAMES = ("EventLoop", "EventLoopPolicy", "new_event_loop", "run", "install")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _AIO_NAMES:
+        from . import _aio
+
+        return getattr(_aio, name)
+    raise AttributeError(f"module 'evloop' has no attribute {name!r}")
+
 
 __version__: str = _arena.version()  # the C library's, "MAJOR.MINOR.PATCH"
 

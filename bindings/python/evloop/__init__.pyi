@@ -168,3 +168,27 @@ class Loop:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None: ...
+
+# ---- asyncio (evloop/_aio.py) ----
+import asyncio as _asyncio
+from typing import Coroutine, TypeVar
+
+_T = TypeVar("_T")
+
+class EventLoop(_asyncio.SelectorEventLoop):
+    """asyncio's selector event loop on evloop (fds and the wait in evloop, the
+    cross-thread wake-up through evloop's lane submit)."""
+
+    def __init__(self, *, backend: Optional[str] = ..., variant: Optional[str] = ...,
+                 spin_ns: int = ..., fence: Optional[str] = ...) -> None: ...
+    @property
+    def evloop_backend(self) -> str: ...
+    def evloop_stats(self) -> Stats: ...
+
+class EventLoopPolicy(_asyncio.DefaultEventLoopPolicy):
+    """asyncio's default policy, making evloop loops."""
+
+def new_event_loop(*, backend: Optional[str] = ..., variant: Optional[str] = ...,
+                   spin_ns: int = ..., fence: Optional[str] = ...) -> EventLoop: ...
+def run(main: Coroutine[Any, Any, _T], *, debug: Optional[bool] = ..., **loop_kwargs: Any) -> _T: ...
+def install() -> None: ...

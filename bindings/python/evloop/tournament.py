@@ -205,7 +205,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                                   "evloop-tournament/quick under the current folder); "
                                   "nothing is written elsewhere")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--asyncio", action="store_true",
+                    help="the asyncio families instead (evloop's asyncio loop beside uvloop "
+                    "and the stock loop: evloop.aio_bench; --rounds, --filter, --out)")
     args, rest = ap.parse_known_args(argv)
+    if args.asyncio:
+        from evloop import aio_bench
+
+        return aio_bench.main(["--rounds", str(args.rounds), "--filter", args.filter]
+                              + (["--out", args.out] if args.out else []) + rest)
 
     driver = load_driver()
     binary = None if args.in_process else find_bench_binary(args.bench)

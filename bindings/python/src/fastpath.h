@@ -221,7 +221,25 @@ PyObject *fast_submit_batch(PyObject *self, PyObject *const *args, Py_ssize_t n)
     return r == 0 ? Py_NewRef(Py_None) : nullptr;
 }
 
+// wake(): evloop_submit of a C no-op, for an asyncio loop's call_soon_threadsafe (evloop/_aio.py),
+// which has already put its handle on the asyncio ready queue: the submit only has to make a
+// loop waiting in run_once return. On the arena variant that is one lane store, with no lock,
+// and a wake syscall only when the loop has really gone to sleep; the no-op runs on the loop
+// thread without the GIL. LoopClosedError once the loop is freed or stopping.
+void noop_task(void *) {}
+
+PyObject *fast_wake(PyObject *self, PyObject *)
+{
+    evloop *l = loop_of(self);
+    int r = l ? evloop_submit(l, noop_task, nullptr) : 0;
+    if (r < 0)
+        set_error(r, "");
+    return l && r == 0 ? Py_NewRef(Py_None) : nullptr;
+}
+
 PyMethodDef g_fast_methods[] = {
+    {"wake", (PyCFunction)(void (*)(void))fast_wake, METH_NOARGS,
+     "wake(): evloop_submit of a C no-op: makes run_once return; no syscall while awake."},
     {"submit", (PyCFunction)(void (*)(void))fast_submit<evloop_submit>, METH_FASTCALL,
      "submit(fn, *args): evloop_submit of fn(*args)."},
     {"submit_internal", (PyCFunction)(void (*)(void))fast_submit<evloop_submit_internal>,

@@ -1,0 +1,332 @@
+"""evloop as an asyncio event loop: ``evloop.new_event_loop()``, ``evloop.run()``,
+``evloop.EventLoopPolicy``, ``evloop.install()``.
+
+Design (docs/asyncio.md has the measurements): ``EventLoop`` is asyncio's own Unix
+selector event loop (``asyncio.SelectorEventLoop``), so its transports, servers, TLS,
+sendfile, subprocesses, pipes and signals are the standard library's, with two parts
+replaced:
+
+- the selector: ``_EvloopSelector`` registers fds with the evloop C loop
+  (``evloop_io_add``/``_modify``/``_remove``) and waits in ``evloop_run_once``; the fd
+  callbacks the C loop runs there only record readiness, which ``select()`` hands back to
+  asyncio as ``(SelectorKey, events)`` pairs, as the stdlib's epoll selector does;
+- the cross-thread wake-up: ``call_soon_threadsafe`` puts its handle on asyncio's ready
+  queue and then, instead of writing a byte to the self-pipe, submits a C no-op to the
+  evloop loop (``RawLoop.wake``): one lane store, no lock, and a wake syscall only when
+  the loop really sleeps in ``run_once``. The self-pipe stays for signals (the C signal
+  handler writes to it through ``signal.set_wakeup_fd``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import math
+import os
+import selectors
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tuple, TypeVar
+
+from ._common import Error
+from . import _arena, _chunk
+
+__all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "run", "install"]
+
+_T = TypeVar("_T")
+_MODULES = {"arena": _arena, "chunk": _chunk}
+
+_EV_READ = selectors.EVENT_READ
+_EV_WRITE = selectors.EVENT_WRITE
+_C_READ = _arena.READABLE
+_C_WRITE = _arena.WRITABLE
+# As the stdlib's epoll selector reads them: hang-up and error wake both directions.
+_C_ANY_READ = _arena.READABLE | _arena.HANGUP | _arena.ERROR
+_C_ANY_WRITE = _arena.WRITABLE | _arena.HANGUP | _arena.ERROR
+
+
+def _fileobj_to_fd(fileobj: Any) -> int:
+    """The fd of an int or an object with fileno(), as selectors checks it."""
+    if isinstance(fileobj, int):
+        fd = fileobj
+    else:
+        try:
+            fd = int(fileobj.fileno())
+        except (AttributeError, TypeError, ValueError):
+            raise ValueError(f"Invalid file object: {fileobj!r}") from None
+    if fd < 0:
+        raise ValueError(f"Invalid file descriptor: {fd}")
+    return fd
+
+
+def _c_events(events: int) -> int:
+    return (_C_READ if events & _EV_READ else 0) | (_C_WRITE if events & _EV_WRITE else 0)
+
+
+def _os_error(e: Error) -> OSError:
+    """evloop.Error as the plain OSError subclass the stdlib's selector would raise
+    (OSError(EPERM, ...) is a PermissionError)."""
+    return OSError(e.errno, os.strerror(e.errno) if e.errno else str(e))
+
+
+class _KeyMapping(Mapping):
+    """The read-only fileobj -> SelectorKey view that get_map() returns."""
+
+    __slots__ = ("_sel",)
+
+    def __init__(self, sel: "_EvloopSelector") -> None:
+        self._sel = sel
+
+    def __len__(self) -> int:
+        return len(self._sel._keys)
+
+    def __getitem__(self, fileobj: Any) -> selectors.SelectorKey:
+        fd = self._sel._lookup_fd(fileobj)
+        try:
+            return self._sel._keys[fd]
+        except KeyError:
+            raise KeyError(f"{fileobj!r} is not registered") from None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._sel._keys)
+
+
+class _EvloopSelector(selectors.BaseSelector):
+    """A selectors.BaseSelector over one evloop C loop (a RawLoop): level-triggered fd
+    readiness from evloop's poller (epoll or io_uring), the wait in evloop_run_once."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._keys: Dict[int, selectors.SelectorKey] = {}
+        self._map = _KeyMapping(self)
+        # fd -> C revents, filled by the fd callbacks while run_once runs them
+        ready: Dict[int, int] = {}
+        self._ready = ready
+
+        def on_io(fd: int, revents: int, _get: Callable[..., int] = ready.get) -> None:
+            ready[fd] = _get(fd, 0) | revents
+
+        self._on_io = on_io
+        # Only a signal handler can raise inside on_io (Python runs pending handlers in any
+        # Python code on the main thread, KeyboardInterrupt included): kept here and raised
+        # from select(), as the stdlib's selector raises it from its poll call. A closure
+        # over a list, not a method: the RawLoop holds on_error in C++, where the garbage
+        # collector cannot see a cycle back to this selector.
+        pending: List[BaseException] = []
+        self._pending = pending
+
+        def on_error(exc: BaseException, callback: Any) -> None:
+            if not pending:
+                pending.append(exc)
+
+        raw.on_error = on_error
+
+    def _live(self) -> Any:
+        raw = self._raw
+        if raw is None:  # as the stdlib's epoll selector words it
+            raise ValueError("I/O operation on closed selector")
+        return raw
+
+    def _lookup_fd(self, fileobj: Any) -> int:
+        try:
+            return _fileobj_to_fd(fileobj)
+        except ValueError:
+            # a closed file object: find it by identity, as selectors does
+            for key in self._keys.values():
+                if key.fileobj is fileobj:
+                    return key.fd
+            raise
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        if not events or events & ~(_EV_READ | _EV_WRITE):
+            raise ValueError(f"Invalid events: {events!r}")
+        fd = _fileobj_to_fd(fileobj)
+        if fd in self._keys:
+            raise KeyError(f"{fileobj!r} (FD {fd}) is already registered")
+        try:
+            self._live().io_add(fd, _c_events(events), self._on_io)
+        except Error as e:
+            raise _os_error(e) from None
+        key = selectors.SelectorKey(fileobj, fd, events, data)
+        self._keys[fd] = key
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        fd = self._lookup_fd(fileobj)
+        try:
+            key = self._keys.pop(fd)
+        except KeyError:
+            raise KeyError(f"{fileobj!r} is not registered") from None
+        self._ready.pop(fd, None)
+        try:
+            if self._raw is not None:
+                self._raw.io_remove(fd)
+        except Error:
+            pass  # the fd was closed first: as with epoll, it has left the poller already
+        return key
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        fd = self._lookup_fd(fileobj)
+        try:
+            key = self._keys[fd]
+        except KeyError:
+            raise KeyError(f"{fileobj!r} is not registered") from None
+        if not events or events & ~(_EV_READ | _EV_WRITE):
+            raise ValueError(f"Invalid events: {events!r}")
+        if events != key.events:
+            try:
+                self._live().io_modify(fd, _c_events(events))
+            except Error as e:
+                raise _os_error(e) from None
+        if events != key.events or data is not key.data:
+            key = key._replace(events=events, data=data)
+            self._keys[fd] = key
+        return key
+
+    def select(self, timeout: Optional[float] = None) -> List[Tuple[selectors.SelectorKey, int]]:
+        if timeout is None:
+            ns = -1
+        elif timeout <= 0:
+            ns = 0
+        else:
+            # never early: a timer due in `timeout` must be due when the wait ends
+            ns = math.ceil(timeout * 1e9) if timeout < 1e9 else 10**18
+        ready = self._ready
+        self._live().run_once(ns)
+        if self._pending:
+            ready.clear()
+            raise self._pending.pop()
+        if not ready:
+            return []
+        out = []
+        keys = self._keys
+        for fd, rev in ready.items():
+            key = keys.get(fd)
+            if key is None:
+                continue
+            ev = 0
+            if rev & _C_ANY_READ:
+                ev |= _EV_READ
+            if rev & _C_ANY_WRITE:
+                ev |= _EV_WRITE
+            ev &= key.events
+            if ev:
+                out.append((key, ev))
+        ready.clear()
+        return out
+
+    def close(self) -> None:
+        self._keys.clear()
+        self._ready.clear()
+        raw, self._raw = self._raw, None
+        if raw is not None:
+            raw.on_error = None
+            raw.free()
+
+    def get_map(self) -> Mapping:
+        return self._map
+
+
+def _module(variant: Optional[str]) -> Any:
+    if variant is None:
+        variant = os.environ.get("EVLOOP_VARIANT") or "arena"
+    try:
+        return _MODULES[variant]
+    except KeyError:
+        raise ValueError(f"unknown variant {variant!r}: expected one of "
+                         f"{list(_MODULES)}") from None
+
+
+if issubclass(asyncio.selector_events._SelectorDatagramTransport, asyncio.DatagramTransport):
+    _DatagramTransport = asyncio.selector_events._SelectorDatagramTransport
+else:
+    class _DatagramTransport(asyncio.selector_events._SelectorDatagramTransport,  # type: ignore
+                             asyncio.DatagramTransport):
+        """The stdlib's datagram transport, also an asyncio.DatagramTransport (it is one
+        from Python 3.13 on; before, it only derives from asyncio.Transport)."""
+
+
+class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+    """An asyncio event loop on evloop: asyncio's Unix selector event loop with evloop's
+    poller and wait as its selector and evloop's lane submit as its cross-thread wake-up.
+
+    ``EventLoop(*, backend=None, variant=None, spin_ns=0, fence=None)``: as ``evloop.Loop``
+    (``spin_ns`` 0 by default: an asyncio loop that waits for I/O does not spin)."""
+
+    def __init__(self, *, backend: Optional[str] = None, variant: Optional[str] = None,
+                 spin_ns: int = 0, fence: Optional[str] = None) -> None:
+        raw = _module(variant).RawLoop(backend, spin_ns, 0, False, None, fence)
+        self._evloop_raw = raw
+        self._evloop_wake = raw.wake
+        super().__init__(_EvloopSelector(raw))
+
+    def _write_to_self(self) -> None:
+        # call_soon_threadsafe (and the stdlib's signal path) after queueing a handle: make
+        # a loop waiting in run_once return. No syscall unless it really sleeps.
+        try:
+            self._evloop_wake()
+        except Error:
+            pass  # closed or closing: nothing waits any more
+
+    def _make_datagram_transport(self, sock: Any, protocol: Any, address: Any = None,
+                                 waiter: Any = None, extra: Any = None) -> Any:
+        tr = super()._make_datagram_transport(sock, protocol, address, waiter, extra)
+        if type(tr) is not _DatagramTransport:  # the same object layout: only the class
+            tr.__class__ = _DatagramTransport
+        return tr
+
+    @property
+    def evloop_backend(self) -> str:
+        """The poller under this loop: ``"epoll"`` or ``"io_uring"``."""
+        return str(self._evloop_raw.backend)
+
+    def evloop_stats(self) -> Any:
+        """The C loop's counters (``evloop.Stats``)."""
+        return self._evloop_raw.stats()
+
+
+def new_event_loop(**kwargs: Any) -> EventLoop:
+    """A new asyncio event loop on evloop (keyword arguments: see ``EventLoop``)."""
+    return EventLoop(**kwargs)
+
+
+class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
+    """The default asyncio policy, making evloop loops."""
+
+    _loop_factory = EventLoop
+
+    def __repr__(self) -> str:
+        return "<evloop.EventLoopPolicy>"
+
+
+def install() -> None:
+    """Makes evloop asyncio's default loop: ``asyncio.set_event_loop_policy(
+    evloop.EventLoopPolicy())``. Prefer ``evloop.run(main())`` or ``asyncio.Runner(
+    loop_factory=evloop.new_event_loop)``: policies are deprecated from Python 3.14."""
+    asyncio.set_event_loop_policy(EventLoopPolicy())
+
+
+def run(main: Coroutine[Any, Any, _T], *, debug: Optional[bool] = None,
+        **loop_kwargs: Any) -> _T:
+    """``asyncio.run(main)`` on a new evloop loop: runs the coroutine, cancels what is
+    left, shuts down async generators and the default executor, closes the loop.
+    Ctrl-C cancels the main task, as asyncio.run does."""
+    if asyncio.events._get_running_loop() is not None:
+        # the stdlib's own message, before the coroutine is wrapped in anything
+        raise RuntimeError("asyncio.run() cannot be called from a running event loop")
+
+    def factory() -> EventLoop:
+        return EventLoop(**loop_kwargs)
+
+    if not hasattr(asyncio, "Runner"):  # Python 3.9 and 3.10: asyncio.run under our policy
+        policy = asyncio.get_event_loop_policy()
+        ours = EventLoopPolicy()
+        ours._loop_factory = factory  # type: ignore[assignment]
+        asyncio.set_event_loop_policy(ours)
+        try:
+            return asyncio.run(main, debug=bool(debug))
+        finally:
+            asyncio.set_event_loop_policy(policy)
+    with asyncio.Runner(debug=debug, loop_factory=factory) as runner:
+        return runner.run(main)

@@ -1,0 +1,330 @@
+"""Benchmarks of evloop's asyncio loop beside the stock loop and uvloop:
+``python -m evloop.tournament --asyncio`` (or ``python -m evloop.aio_bench``).
+
+Families (each a per-operation time, lower is better, except the echo and where said):
+
+- ``call_soon``: 200,000 ``call_soon`` of a callback that counts, ns per call until all ran;
+- ``timers``: 50,000 ``call_later`` with delays spread over 0-10 ms, ns per timer until all
+  fired (the loop's clock included);
+- ``threadsafe-busy-T`` (T = 1, 4, 16 threads): each thread makes ``call_soon_threadsafe``
+  calls while the loop is busy with a ``call_soon`` chain; ns per call, until all ran;
+- ``threadsafe-sleeping``: the loop sleeps; another thread calls ``call_soon_threadsafe``
+  and waits for the callback to set a ``threading.Event``: the round trip, p50 in us;
+- ``executor``: ``await loop.run_in_executor(None, f)`` in sequence, us per round trip;
+- ``echo-{protocol,streams,sock}-1KiB``: a server on the loop under test echoes 1 KiB
+  messages to 10 clients (one client process, separate from the server, a thread per
+  client, each waiting for its echo before sending again); messages per second.
+
+Rounds interleave the loops (the order rotates each round); the report gives the median
+of the rounds with its spread and, for evloop, the ratio to uvloop and to asyncio with their
+absolute figures beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+LOOPS = ("evloop", "uvloop", "asyncio")
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    if name == "evloop":
+        import evloop
+
+        return evloop.new_event_loop
+    if name == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return asyncio.SelectorEventLoop
+
+
+def run_on(name: str, coro_fn: Callable[[], Any]) -> Any:
+    loop = loop_factory(name)()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(coro_fn())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+# ------------------------------------------------------------------------- families
+
+async def b_call_soon(n: int = 200_000) -> float:
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    left = [n]
+
+    def cb() -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            done.set_result(None)
+
+    t0 = time.perf_counter()
+    for _ in range(n):
+        loop.call_soon(cb)
+    await done
+    return (time.perf_counter() - t0) / n * 1e9
+
+
+async def b_timers(n: int = 50_000) -> float:
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    left = [n]
+
+    def cb() -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            done.set_result(None)
+
+    t0 = time.perf_counter()
+    for i in range(n):
+        loop.call_later((i * 7919 % 1000) / 100_000, cb)  # 0..10 ms, scattered
+    await done
+    return (time.perf_counter() - t0) / n * 1e9
+
+
+async def b_threadsafe_busy(threads: int, total: int = 200_000) -> float:
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    per = total // threads
+    left = [per * threads]
+    busy = [True]
+
+    def cb() -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            busy[0] = False
+            done.set_result(None)
+
+    def spin() -> None:  # keeps the loop awake: a call_soon chain
+        if busy[0]:
+            loop.call_soon(spin)
+
+    start = threading.Barrier(threads + 1)
+
+    def producer() -> None:
+        cst = loop.call_soon_threadsafe
+        start.wait()
+        for _ in range(per):
+            cst(cb)
+
+    ts = [threading.Thread(target=producer) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    loop.call_soon(spin)
+    await asyncio.sleep(0)
+    t0 = time.perf_counter()
+    start.wait()
+    await done
+    dt = time.perf_counter() - t0
+    for t in ts:
+        t.join()
+    return dt / (per * threads) * 1e9
+
+
+async def b_threadsafe_sleeping(n: int = 2000) -> float:
+    loop = asyncio.get_running_loop()
+    ev = threading.Event()
+    samples: List[float] = []
+
+    def client() -> None:
+        for _ in range(n):
+            time.sleep(0.0002)  # let the loop fall asleep
+            ev.clear()
+            t0 = time.perf_counter()
+            loop.call_soon_threadsafe(ev.set)
+            ev.wait()
+            samples.append(time.perf_counter() - t0)
+
+    await loop.run_in_executor(None, client)
+    return statistics.median(samples) * 1e6
+
+
+async def b_executor(n: int = 3000) -> float:
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, int)  # the pool's threads start outside the timing
+    t0 = time.perf_counter()
+    for _ in range(n):
+        await loop.run_in_executor(None, int)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+ECHO_CLIENT = r"""
+import socket, sys, threading, time
+port, size, clients, seconds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+msg = b"x" * size
+counts = [0] * clients
+start = threading.Barrier(clients + 1)
+stop = [False]
+def run(i):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    start.wait()
+    while not stop[0]:
+        s.sendall(msg)
+        got = 0
+        while got < size:
+            c = s.recv(size - got)
+            if not c:
+                return
+            got += len(c)
+        counts[i] += 1
+    s.close()
+ts = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+for t in ts: t.start()
+start.wait()
+t0 = time.perf_counter(); time.sleep(seconds); stop[0] = True; dt = time.perf_counter() - t0
+for t in ts: t.join()
+print(sum(counts) / dt)
+"""
+
+
+async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float = 1.0) -> float:
+    loop = asyncio.get_running_loop()
+    if mode == "protocol":
+        class Echo(asyncio.Protocol):
+            def connection_made(self, tr: Any) -> None:
+                self.tr = tr
+
+            def data_received(self, data: bytes) -> None:
+                self.tr.write(data)
+
+        srv = await loop.create_server(Echo, "127.0.0.1", 0)
+    elif mode == "streams":
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            while True:
+                data = await r.read(65536)
+                if not data:
+                    break
+                w.write(data)
+                await w.drain()
+            w.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    else:
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(64)
+        lsock.setblocking(False)
+        conns: List[asyncio.Task] = []
+
+        async def serve(c: socket.socket) -> None:
+            with c:
+                while True:
+                    data = await loop.sock_recv(c, 65536)
+                    if not data:
+                        break
+                    await loop.sock_sendall(c, data)
+
+        async def acceptor() -> None:
+            while True:
+                c, _ = await loop.sock_accept(lsock)
+                c.setblocking(False)
+                conns.append(loop.create_task(serve(c)))
+
+        acc = loop.create_task(acceptor())
+    port = (srv.sockets[0] if mode != "sock" else lsock).getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", ECHO_CLIENT, str(port), str(size), str(clients), str(seconds),
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    if mode != "sock":
+        srv.close()
+        await srv.wait_closed()
+    else:
+        acc.cancel()
+        for t in conns:
+            t.cancel()
+        await asyncio.gather(acc, *conns, return_exceptions=True)
+        lsock.close()
+    return float(out)
+
+
+# (name, coroutine factory, unit, higher is better)
+FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
+    ("call_soon", b_call_soon, "ns/call", False),
+    ("timers", b_timers, "ns/timer", False),
+    ("threadsafe-busy-1", lambda: b_threadsafe_busy(1), "ns/call", False),
+    ("threadsafe-busy-4", lambda: b_threadsafe_busy(4), "ns/call", False),
+    ("threadsafe-busy-16", lambda: b_threadsafe_busy(16), "ns/call", False),
+    ("threadsafe-sleeping", b_threadsafe_sleeping, "us p50", False),
+    ("executor", b_executor, "us/call", False),
+    ("echo-protocol-1KiB", lambda: b_echo("protocol"), "msg/s", True),
+    ("echo-streams-1KiB", lambda: b_echo("streams"), "msg/s", True),
+    ("echo-sock-1KiB", lambda: b_echo("sock"), "msg/s", True),
+]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.2f}"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m evloop.tournament --asyncio",
+                                 description="evloop's asyncio loop beside uvloop and asyncio")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--filter", default="", help="substring of the family names")
+    ap.add_argument("--loops", default=",".join(LOOPS))
+    ap.add_argument("--out", help="also write the report (markdown) here")
+    args, _ = ap.parse_known_args(argv)
+    loops = []
+    for name in args.loops.split(","):
+        try:
+            loop_factory(name)
+            loops.append(name)
+        except ImportError:
+            print(f"{name}: not installed, left out (pip install 'pyevloop[compare]')",
+                  file=sys.stderr)
+    fams = [f for f in FAMILIES if args.filter in f[0]]
+    res: Dict[Tuple[str, str], List[float]] = {}
+    for r in range(args.rounds):
+        for fam, fn, unit, _ in fams:
+            order = loops[r % len(loops):] + loops[:r % len(loops)]
+            for name in order:
+                v = run_on(name, fn)
+                res.setdefault((fam, name), []).append(v)
+                print(f"round {r + 1}: {fam} {name}: {_fmt(v)} {unit}", flush=True)
+    lines = [f"asyncio loops, {args.rounds} interleaved rounds, Python "
+             f"{sys.version.split()[0]}, {os.cpu_count()} CPUs "
+             f"(load average at the end {os.getloadavg()[0]:.1f}); median (± half the "
+             f"spread of the rounds, % of the median)", "",
+             "| family | unit | " + " | ".join(loops) + " | evloop/uvloop | evloop/asyncio |",
+             "|---" * (len(loops) + 4) + "|"]
+    for fam, _, unit, higher in fams:
+        med = {}
+        cells = []
+        for name in loops:
+            vs = res[(fam, name)]
+            m = statistics.median(vs)
+            med[name] = m
+            spread = (max(vs) - min(vs)) / 2 / m * 100 if m else 0.0
+            cells.append(f"{_fmt(m)} ±{spread:.0f}%")
+        ratios = []
+        for other in ("uvloop", "asyncio"):
+            if other in med and "evloop" in med and med[other]:
+                ratios.append(f"{med['evloop'] / med[other]:.2f}")
+            else:
+                ratios.append("-")
+        lines.append(f"| {fam} | {unit}{' (higher is better)' if higher else ''} | "
+                     + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    report = "\n".join(lines)
+    print("\n" + report)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(report + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
