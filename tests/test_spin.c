@@ -7,6 +7,13 @@
 #include <time.h>
 #include <unistd.h>
 
+static uint64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void sleep_us(long us)
 {
     struct timespec ts = {.tv_sec = 0, .tv_nsec = us * 1000};
@@ -108,9 +115,12 @@ static void test_a_spin_that_loses_its_cpu_pauses_spinning(void **state)
     }
     uint64_t spins_at_preemption = st.spin_hits + st.spin_misses;
     /* Right after a preemption spinning pauses (10 ms at least): these tasks find the
-     * loop asleep, not spinning. */
+     * loop asleep, not spinning. Only a trickle that ends within those 10 ms can tell: on a
+     * loaded machine the three round trips may take longer, and spinning resumes after. */
+    uint64_t t0 = clock_ns();
     trickle(loop, 3, 500);
     struct evloop_stats after = stats_of(loop);
+    bool within_pause = clock_ns() - t0 < 10000000;
     atomic_store(&b.stop, true);
     assert_int_equal(pthread_join(b.thread, NULL), 0);
     test_runner_stop(&r);
@@ -123,7 +133,10 @@ static void test_a_spin_that_loses_its_cpu_pauses_spinning(void **state)
                   (unsigned long long)spins_at_preemption,
                   (unsigned long long)(after.spin_hits + after.spin_misses));
     assert_true(after.spin_preemptions >= 1);
-    assert_true(after.spin_hits + after.spin_misses - spins_at_preemption <= 1);
+    if (within_pause)
+        assert_true(after.spin_hits + after.spin_misses - spins_at_preemption <= 1);
+    else
+        print_message("# the trickle outlasted the pause: its spins prove nothing\n");
     test_loop_free(loop);
 }
 
