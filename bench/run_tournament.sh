@@ -1,24 +1,55 @@
 #!/bin/sh
 # The evloop tournament in one command, on a fresh Debian 12 machine: installs what it
 # needs (apt-get, through sudo when not root), builds Release with both ingress variants
-# and the bench, then runs bench/tournament.py (>= 3 rounds, report in bench/results/).
+# and the bench, then runs bench/tournament.py (report in bench/results/).
 #
-#   bench/run_tournament.sh                       full run (about 21 minutes on 2 quiet cores,
-#                                                 6 of them the network family)
-#   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run (about two and a half minutes)
+#   bench/run_tournament.sh                       short run: the headline families (PingPong,
+#                                                 BurstSubmit, MultiProducer, PingPongLatency,
+#                                                 ReadinessRoundTrip, Timers), 3 rounds, into
+#                                                 bench/results/short (under 5 minutes on 2
+#                                                 cores, installing and building included)
+#   bench/run_tournament.sh --full                the full tournament: every family, 5 rounds,
+#                                                 the fixed-setting sweep, the tuned column,
+#                                                 then the network family, into
+#                                                 bench/results/latest (about 21 minutes on 2
+#                                                 quiet cores, 6 of them the network family)
+#   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run of the full one (about two and a
+#                                                 half minutes), into bench/results/quick
 #
 # Further arguments go to tournament.py (--rounds N, --min-time S, --filter RE, --out DIR,
 # --sweep full|lite|none, --no-tuned, --net-options='--rounds 5 --duration 5').
-# After the rounds it runs the network family (bench/net/run_net.py: HTTP servers under wrk).
-# EVLOOP_BENCH_BUILD_DIR picks the build folder (default build-bench at the top).
+# The full and quick runs end with the network family (bench/net/run_net.py: HTTP servers
+# under wrk). EVLOOP_BENCH_BUILD_DIR picks the build folder (default build-bench at the top).
 set -eu
 
+full=0
+for arg in "$@"; do
+    shift
+    if [ "$arg" = "--full" ]; then
+        full=1
+    else
+        set -- "$@" "$arg"
+    fi
+done
+if [ -n "${EVLOOP_BENCH_QUICK:-}" ] && [ "${EVLOOP_BENCH_QUICK}" != 0 ]; then
+    full=1 # the quick run is a smoke run of the whole pipeline
+fi
+
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-EVLOOP_TOURNAMENT_COMMAND="$0${*:+ $*}"
+if [ "$full" = 1 ] && [ -z "${EVLOOP_BENCH_QUICK:-}" ]; then
+    EVLOOP_TOURNAMENT_COMMAND="$0 --full${*:+ $*}"
+else
+    EVLOOP_TOURNAMENT_COMMAND="$0${*:+ $*}"
+fi
 export EVLOOP_TOURNAMENT_COMMAND
 BUILD=${EVLOOP_BENCH_BUILD_DIR:-$ROOT/build-bench}
-PACKAGES="build-essential cmake pkg-config binutils coreutils python3 python3-matplotlib
-          libbenchmark-dev libev-dev libuv1-dev liburing-dev wrk"
+PACKAGES="build-essential cmake pkg-config binutils coreutils python3
+          libbenchmark-dev libev-dev libuv1-dev liburing-dev"
+if [ "$full" = 1 ]; then
+    # The plots (the short run makes them too when matplotlib is there) and the network
+    # family's load generator.
+    PACKAGES="$PACKAGES python3-matplotlib wrk"
+fi
 
 missing=""
 for p in $PACKAGES; do
@@ -39,18 +70,23 @@ fi
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DEVLOOP_BUILD_BENCH=ON \
       -DEVLOOP_BUILD_TESTS=OFF
 cmake --build "$BUILD" -j"$(nproc)" --target evloop_bench
-# The calibration CLI for the tournament's tuned column; without it the tournament runs
-# on with a warning and no tuned column.
-cmake --build "$BUILD" -j"$(nproc)" --target evloop_autotune ||
-    echo "run_tournament: evloop_autotune did not build; the report will have no tuned column"
 
-# The network family's servers (bench/net, driven by wrk); without them the report has no
-# network section.
-NET_BUILD="--net-build=$BUILD"
-cmake --build "$BUILD" -j"$(nproc)" --target net_servers || {
-    echo "run_tournament: bench/net's servers did not build; the report will have no network family"
-    NET_BUILD=""
-}
+MODE="--short"
+NET_BUILD=""
+if [ "$full" = 1 ]; then
+    MODE=""
+    # The calibration CLI for the tournament's tuned column; without it the tournament runs
+    # on with a warning and no tuned column.
+    cmake --build "$BUILD" -j"$(nproc)" --target evloop_autotune ||
+        echo "run_tournament: evloop_autotune did not build; the report will have no tuned column"
+    # The network family's servers (bench/net, driven by wrk); without them the report has
+    # no network section.
+    NET_BUILD="--net-build=$BUILD"
+    cmake --build "$BUILD" -j"$(nproc)" --target net_servers || {
+        echo "run_tournament: bench/net's servers did not build; the report will have no network family"
+        NET_BUILD=""
+    }
+fi
 
 # Debian's python3-matplotlib belongs to the system interpreter; a python3 earlier in PATH
 # (pyenv, a venv) may not see it.
@@ -58,4 +94,5 @@ PYTHON=python3
 if [ -x /usr/bin/python3 ]; then
     PYTHON=/usr/bin/python3
 fi
-exec "$PYTHON" "$ROOT/bench/tournament.py" --bench "$BUILD/bench/evloop_bench" ${NET_BUILD:+"$NET_BUILD"} "$@"
+exec "$PYTHON" "$ROOT/bench/tournament.py" --bench "$BUILD/bench/evloop_bench" $MODE \
+    ${NET_BUILD:+"$NET_BUILD"} "$@"

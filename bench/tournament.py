@@ -40,6 +40,12 @@ FLOORS = ["floor-spin", "floor-futex"]
 
 QUICK = {"rounds": 3, "min_time": 0.01, "sweep": "lite", "autotune_s": 0.5}
 FULL = {"rounds": 5, "min_time": 0.15, "sweep": "full", "autotune_s": 2.0}
+# --short (bench/run_tournament.sh's default): the headline families only, three rounds, no
+# sweep, no calibration, short waits for quiet: a few minutes on two cores.
+SHORT = {"rounds": 3, "min_time": 0.05, "sweep": "none", "autotune_s": 2.0,
+         "filter": "^(PingPong|BurstSubmit|MultiProducer|PingPongLatency|ReadinessRoundTrip|"
+                   "Timers)/",
+         "tuned": False, "quiet_wait": 10, "retries": 1, "patience": 60}
 
 # The sweep: fixed evloop settings run beside the adaptive defaults, one knob at a time
 # (the other stays adaptive), on one backend (the knobs live above the poller), in the
@@ -1178,20 +1184,26 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     default=os.environ.get("EVLOOP_BENCH_QUICK", "") not in ("", "0"),
                     help="tiny min time: a smoke run (also EVLOOP_BENCH_QUICK=1)")
+    ap.add_argument("--short", action="store_true",
+                    help="the headline families (PingPong, BurstSubmit, MultiProducer, "
+                         "PingPongLatency, ReadinessRoundTrip, Timers), 3 rounds at min time "
+                         "0.05, no sweep, no tuned column: bench/run_tournament.sh's default; "
+                         "results in bench/results/short")
     ap.add_argument("--rounds", type=int, help="rounds (>= 3 for a tournament)")
     ap.add_argument("--min-time", type=float, help="--benchmark_min_time per benchmark")
     ap.add_argument("--filter", default="", help="--benchmark_filter regex")
-    ap.add_argument("--out", help="results folder (default bench/results/latest, "
-                                  "or bench/results/quick with --quick)")
+    ap.add_argument("--out", help="results folder (default bench/results/latest; "
+                                  "bench/results/short with --short, bench/results/quick "
+                                  "with --quick)")
     ap.add_argument("--quiet-wait", type=float,
                     help="seconds to wait before each family for other processes to go "
-                         "below 0.3 cores (default 60, quick 0)")
+                         "below 0.3 cores (default 60, short 10, quick 0)")
     ap.add_argument("--retries", type=int, default=None,
                     help="runs again a family disturbed by other processes, up to N times "
-                         "(default 2, quick 0)")
+                         "(default 2, short 1, quick 0)")
     ap.add_argument("--patience", type=float, default=None,
                     help="seconds the whole run may spend waiting for quiet and re-running "
-                         "disturbed families (default 480, quick 0)")
+                         "disturbed families (default 480, short 60, quick 0)")
     ap.add_argument("--sweep", choices=sorted(SWEEPS),
                     help="fixed evloop settings run beside the adaptive defaults in the "
                          "hand-off families: full (spin 0/5/20/50 us, budget "
@@ -1213,13 +1225,15 @@ def main():
                                                    "round JSON files")
     args = ap.parse_args()
 
-    mode = QUICK if args.quick else FULL
+    mode = QUICK if args.quick else SHORT if args.short else FULL
     if args.quiet_wait is None:
-        args.quiet_wait = 0 if args.quick else 60
+        args.quiet_wait = 0 if args.quick else mode.get("quiet_wait", 60)
     if args.retries is None:
-        args.retries = 0 if args.quick else 2
+        args.retries = 0 if args.quick else mode.get("retries", 2)
     if args.patience is None:
-        args.patience = 0 if args.quick else 480
+        args.patience = 0 if args.quick else mode.get("patience", 480)
+    args.filter = args.filter or mode.get("filter", "")
+    args.no_tuned = args.no_tuned or not mode.get("tuned", True)
     PATIENCE.left = args.patience
     sweep = args.sweep or mode["sweep"]
     autotune_s = args.autotune_seconds or mode["autotune_s"]
@@ -1227,7 +1241,8 @@ def main():
                                              "evloop_autotune")
     rounds = args.rounds or mode["rounds"]
     min_time = args.min_time or mode["min_time"]
-    outdir = args.out or os.path.join(here, "results", "quick" if args.quick else "latest")
+    outdir = args.out or os.path.join(
+        here, "results", "quick" if args.quick else "short" if args.short else "latest")
     os.makedirs(outdir, exist_ok=True)
     # run_tournament.sh passes the command the user typed.
     command = os.environ.get("EVLOOP_TOURNAMENT_COMMAND") or " ".join(

@@ -57,7 +57,10 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     list(APPEND EVLOOP_BACKENDS epoll)
     list(APPEND EVLOOP_BACKEND_SOURCES src/backends/epoll/epoll.c)
 endif()
-if(EVLOOP_WITH_IO_URING AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/ewait.c)
+# io_uring is Linux's: on another system (a cross build) a liburing.pc that pkg-config finds
+# belongs to the host and must not add the backend.
+if(EVLOOP_WITH_IO_URING AND CMAKE_SYSTEM_NAME STREQUAL "Linux" AND
+   EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/ewait.c)
     find_package(PkgConfig QUIET)
     if(PkgConfig_FOUND)
         pkg_check_modules(LIBURING QUIET IMPORTED_TARGET GLOBAL liburing)

@@ -1,5 +1,5 @@
-# What builds by default. The library always; the tests, the benchmark suite and valgrind
-# memcheck only when evloop is the top-level project (not under add_subdirectory or
+# What builds by default. The library always; the tests, the benchmark suite, the examples
+# and valgrind memcheck only when evloop is the top-level project (not under add_subdirectory or
 # FetchContent, whose users want the library alone), and tests and bench only when what
 # they need is installed: tests cmocka, bench google-benchmark, libuv and libev (and the
 # bench not in a sanitizer or fuzzer build). The defaults are decided on the first
@@ -82,6 +82,13 @@ option(EVLOOP_BUILD_BENCH
 if(NOT EVLOOP_IS_TOP_LEVEL)
     option(EVLOOP_MEMCHECK "run the functional suite under valgrind memcheck (memcheck.*)" OFF)
 endif()
+
+# The examples need only the library; a wheel build (EVLOOP_BUILD_PYTHON) wants the modules.
+set(evloop_default ${EVLOOP_IS_TOP_LEVEL})
+if(EVLOOP_BUILD_PYTHON)
+    set(evloop_default OFF)
+endif()
+option(EVLOOP_BUILD_EXAMPLES "build examples/ (each is a ctest entry too)" ${evloop_default})
 
 option(EVLOOP_INSTALL "install the library, header, CMake package and pkg-config file"
        ${EVLOOP_IS_TOP_LEVEL})

@@ -3,7 +3,8 @@
 # suite (both ingress variants x every backend available) in five builds: plain with
 # -Werror (plus valgrind memcheck and the spin models), ASan+UBSan, TSan, the condvar
 # fast-wake fallback, and clang with the libFuzzer fuzzers (short runs; see
-# tests/stress/README.md for EVLOOP_LONG=1 and the long fuzz runs).
+# tests/stress/README.md for EVLOOP_LONG=1 and the long fuzz runs); then a bench smoke run,
+# the install consumers, and the macOS and FreeBSD cross-builds (compiled, never run here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps
@@ -36,3 +37,6 @@ cmake --build build-ci-bench -j "$jobs"
 ./build-ci-bench/bench/evloop_bench --benchmark_min_time=0.001 >build-ci-bench/smoke.txt
 echo "bench smoke: $(grep -c manual_time build-ci-bench/smoke.txt) benchmarks ran"
 bash tests/consumers/run.sh build-ci-consumers # install, then find_package/pkg-config/add_subdirectory/FetchContent consumers, with and without liburing
+# macOS (arm64, x86_64) and FreeBSD cross-builds with zig and -Werror: the library, examples
+# and header checks compiled and linked, the test programs compiled; nothing of it runs here.
+bash tests/cross/run.sh build-ci-cross

@@ -394,6 +394,7 @@ void test_log_expect(const int *tags, size_t n)
 
 /* ---- fds --------------------------------------------------------------------------------- */
 
+#if defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || defined(__OpenBSD__)
 void test_pipe(int fds[2])
 {
     assert_int_equal(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
@@ -403,6 +404,28 @@ void test_socketpair(int fds[2])
 {
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
 }
+#else /* macOS: pipe2 only from macOS 27 on, no SOCK_NONBLOCK / SOCK_CLOEXEC flags */
+static void set_nonblock_cloexec(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    assert_true(fl >= 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+    assert_int_equal(fcntl(fd, F_SETFD, FD_CLOEXEC), 0);
+}
+
+void test_pipe(int fds[2])
+{
+    assert_int_equal(pipe(fds), 0);
+    set_nonblock_cloexec(fds[0]);
+    set_nonblock_cloexec(fds[1]);
+}
+
+void test_socketpair(int fds[2])
+{
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    set_nonblock_cloexec(fds[0]);
+    set_nonblock_cloexec(fds[1]);
+}
+#endif
 
 void test_write_byte(int fd)
 {
