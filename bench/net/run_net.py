@@ -5,11 +5,14 @@ One server per system (bench/net/server_*.c, all around the same connection logi
 http_conn.c): evloop readiness per backend, evloop completion operations per backend (when
 built), libev ev_io and libuv uv_tcp streams. Each round runs every system at every
 connection count once, the order of systems rotated from round to round, each run a fresh
-server pinned to one CPU (taskset -c 1) and `wrk -t1 -cN -dSs --latency` pinned to another
-(taskset -c 0). Reported per system and connection count: the median req/s across rounds
-with its min-max spread, the medians of wrk's p50 and p99 latency, the ratios to libev and
-libuv, and the issue's targets met or missed. Here higher req/s is better: a req/s ratio
-above 1.00x means evloop wins; a p99 ratio below 1.00x means evloop wins.
+server pinned to one CPU (taskset -c 1) and `wrk -t1 -cN -dSs --timeout 2s --latency` pinned
+to another (taskset -c 0). Reported per system and connection count: the median req/s across
+rounds with its min-max spread, the medians of wrk's p50 and p99 latency, the ratios to libev
+and libuv, and the issue's targets met or missed. Here higher req/s is better: a req/s ratio
+above 1.00x means evloop wins; a p99 ratio below 1.00x means evloop wins. A run in which wrk
+counted a socket error (connect, read, write, timeout) or a non-2xx response has failed: the
+report gives its counts, never its req/s, and its system reads "failed" at that connection
+count instead of a figure; the exit status is then 1.
 
 Writes into --out: net.json (every run and the medians), report.md and plots/net.png (when
 matplotlib is importable). Python 3 standard library only; matplotlib optional.
@@ -46,6 +49,8 @@ BASELINES = ["libev", "libuv"]
 QUICK = {"rounds": 1, "duration": 1, "quiet_wait": 0, "retries": 0, "patience": 0}
 FULL = {"rounds": 5, "duration": 3, "quiet_wait": 10, "retries": 1, "patience": 240}
 BUSY = 0.3  # cores used by other processes above which a run counts as disturbed
+WRK_ERRORS = ("connect", "read", "write", "timeout")  # wrk's "Socket errors" line, in order
+FIGURES = ("rps", "p50_us", "p99_us")  # what a failed run never reports
 
 # The issue's targets: (label, system, reference, conns or None for all, kind, bar).
 # kind "rps": system's median req/s / reference's >= bar; "p99": system's median p99 /
@@ -185,10 +190,33 @@ def parse_wrk(out):
     m = re.search(r"^\s+(\d+) requests in", out, re.M)
     r["requests"] = int(m.group(1)) if m else None
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    r["socket_errors"] = sum(int(x) for x in m.groups()) if m else 0
+    r["wrk_errors"] = dict(zip(WRK_ERRORS, (int(x) for x in m.groups()))) if m else {}
+    r["socket_errors"] = sum(r["wrk_errors"].values())
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     r["non_2xx"] = int(m.group(1)) if m else 0
     return r
+
+
+def run_failures(run):
+    """What the client counted against a run: {kind: count} of wrk's socket errors (connect,
+    read, write, timeout) and non-2xx responses that are not 0; {} for a clean run. (A net.json
+    written before the kinds were kept has only their sum, "socket_errors".)"""
+    counts = dict(run.get("wrk_errors") or {})
+    if not counts and run.get("socket_errors"):
+        counts["socket"] = run["socket_errors"]
+    counts["non_2xx"] = run.get("non_2xx") or 0
+    return {k: v for k, v in counts.items() if v}
+
+
+FAILURE_NAMES = {"connect": "connect errors", "read": "read errors", "write": "write errors",
+                 "timeout": "timeouts", "socket": "socket errors", "non_2xx": "non-2xx responses",
+                 "other": "other failures"}
+
+
+def fmt_failures(counts):
+    """"117 timeouts, 2 read errors" for counts such as run_failures() returns."""
+    return ", ".join(f"{v} {FAILURE_NAMES.get(k, k)}" for k, v in counts.items()
+                     if k not in ("runs", "of"))
 
 
 def children_cpu():
@@ -208,17 +236,18 @@ def parse_echo(out):
             "p50_us": float(m.group(3)), "p99_us": float(m.group(4))}
 
 
-def client_command(build, case, duration, port):
+def client_command(build, case, duration, port, wrk):
     if case["family"] == "echo":
         return [os.path.join(build, ECHO_CLIENT), "--port", str(port), "--conns",
                 str(case["conns"]), "--size", str(case["size"]), "--duration", str(duration)]
-    return ["wrk", "-t1", f"-c{case['conns']}", f"-d{duration}s", "--latency",
-            f"http://127.0.0.1:{port}/"]
+    return ["wrk", f"-t{wrk['threads']}", f"-c{case['conns']}", f"-d{duration}s",
+            "--timeout", f"{wrk['timeout']}s", "--latency", f"http://127.0.0.1:{port}/"]
 
 
-def run_one(build, system, case, duration, port, pins):
+def run_one(build, system, case, duration, port, pins, wrk):
     """Runs one system on one case (family, connections, message size); returns a dict of its
-    figures, with "error" when something failed."""
+    figures, with "error" when something failed: then "failures" has what wrk counted, and the
+    figures the client printed are kept aside under "discarded", never under their names."""
     binary, args, _ = SYSTEMS[system]
     echo = case["family"] == "echo"
     run = dict(case, system=system)
@@ -233,7 +262,7 @@ def run_one(build, system, case, duration, port, pins):
     run["server"] = srv.ready
     client_started = time.monotonic()
     kids1 = children_cpu()
-    client = subprocess.Popen(pins[1] + client_command(build, case, duration, srv.port),
+    client = subprocess.Popen(pins[1] + client_command(build, case, duration, srv.port, wrk),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = client.communicate(timeout=duration + 30)
@@ -259,6 +288,13 @@ def run_one(build, system, case, duration, port, pins):
     elif client.returncode != 0 or run.get("rps") is None:
         run.setdefault("error", f"the client exited with {client.returncode}: " +
                        out.strip()[-300:])
+    bad = run_failures(run)
+    if bad:
+        run["failures"] = bad
+        counted = "wrk counted " + fmt_failures(bad)
+        run["error"] = f"{counted}; {run['error']}" if "error" in run else counted
+    if "error" in run:
+        run["discarded"] = {k: run.pop(k) for k in FIGURES if run.get(k) is not None}
     return run
 
 
@@ -351,7 +387,7 @@ class Patience:
         return load
 
 
-def run_rounds(build, systems, cases, rounds, duration, port, pins, patience):
+def run_rounds(build, systems, cases, rounds, duration, port, pins, patience, wrk):
     """Every round runs every system on every case once; inside a case the systems' order
     is rotated by one from round to round. A system whose server does not start (its
     backend is not available here) is dropped from later runs. Before each run the machine
@@ -370,7 +406,7 @@ def run_rounds(build, systems, cases, rounds, duration, port, pins, patience):
                 for attempt in range(patience.retries + 1):
                     patience.wait_for_quiet()
                     since = time.monotonic()
-                    run = run_one(build, system, case, duration, port, pins)
+                    run = run_one(build, system, case, duration, port, pins, wrk)
                     if attempt > 0:
                         patience.left -= time.monotonic() - since
                     if (run.get("others_cores") or 0) <= BUSY or "error" in run or \
@@ -409,18 +445,45 @@ def cell_key(run):
     return str(run["conns"])
 
 
+def run_failed(run):
+    return "error" in run or bool(run_failures(run))
+
+
 def summarize(runs, family="http"):
-    """{system: {key: {metric: {median, min, max, n}}}} over the family's runs without
-    errors; the key is cell_key()'s."""
-    cells = {}
+    """{system: {key: cell}} over the family's runs; the key is cell_key()'s. A cell whose runs
+    all passed is {metric: {median, min, max, n}}. A cell with a failed run has no figure at
+    all, only "failed": {"runs": failed runs, "of": runs, kind: count...}, the kinds of
+    run_failures() summed over its runs, "other" counting runs that failed otherwise."""
+    cells, failed = {}, {}
     for r in runs:
-        if "error" in r or r.get("family", "http") != family:
+        if r.get("family", "http") != family:
             continue
-        c = cells.setdefault(r["system"], {}).setdefault(cell_key(r), {})
+        key = (r["system"], cell_key(r))
+        if run_failed(r):
+            f = failed.setdefault(key, {"runs": 0})
+            f["runs"] += 1
+            for k, v in (run_failures(r) or {"other": 1}).items():
+                f[k] = f.get(k, 0) + v
+            continue
+        c = cells.setdefault(r["system"], {}).setdefault(key[1], {})
         for k in ("rps", "p50_us", "p99_us", "server_cpu_pct", "wrk_cpu_pct"):
             c.setdefault(k, []).append(r.get(k))
-    return {s: {n: {k: stats(v) for k, v in m.items()} for n, m in by.items()}
-            for s, by in cells.items()}
+    out = {s: {n: {k: stats(v) for k, v in m.items()} for n, m in by.items()}
+           for s, by in cells.items()}
+    for (s, n), f in failed.items():
+        clean = len(cells.get(s, {}).get(n, {}).get("rps", []))
+        out.setdefault(s, {})[n] = {"failed": dict(f, of=f["runs"] + clean)}
+    return out
+
+
+def cell_failed(cells, system, key):
+    """The "failed" entry of a cell (see summarize()), or None."""
+    return cells.get(system, {}).get(str(key), {}).get("failed")
+
+
+def fmt_cell_failed(f):
+    """"2 of 5 runs failed: 117 timeouts" for a cell's "failed" entry."""
+    return f"{f['runs']} of {f['of']} runs failed: {fmt_failures(f)}"
 
 
 def med(cells, system, conns, metric):
@@ -444,6 +507,9 @@ def evaluate_targets(cells, conns_list):
             if only and conns not in only:
                 continue
             metric = "rps" if kind == "rps" else "p99_us"
+            ran = str(conns) in cells.get(system, {})
+            failed = bool(cell_failed(cells, system, conns) or
+                          (ran and cell_failed(cells, ref, conns)))
             v = ratio(med(cells, system, conns, metric), med(cells, ref, conns, metric))
             met = None if v is None else (v >= bar if kind == "rps" else v <= bar)
             # A miss smaller than the wider relative spread (half of max - min) of the two
@@ -452,6 +518,7 @@ def evaluate_targets(cells, conns_list):
                         half_spread(cells, ref, conns, metric))
             out.append({"target": label, "system": system, "reference": ref,
                         "conns": conns, "kind": kind, "bar": bar, "value": v, "met": met,
+                        "failed": failed,
                         "within_spread": bool(v is not None and not met and
                                               abs(v / bar - 1) <= noise)})
     return out
@@ -484,6 +551,11 @@ def results_rows(cells, systems, conns_list):
     for conns in conns_list:
         for s in systems:
             st = cells.get(s, {}).get(str(conns))
+            if st and st.get("failed"):
+                rows.append([conns, f"`{s}`", "**failed**", fmt_cell_failed(st["failed"])] +
+                            ["-"] * 3 + ["" if s.startswith(b) else "-" for b in BASELINES] +
+                            ["" if s == "libuv" else "-"])
+                continue
             if not st or not st.get("rps"):
                 continue
             rps = st["rps"]
@@ -503,6 +575,8 @@ def results_rows(cells, systems, conns_list):
 
 
 def verdict(t):
+    if t.get("failed"):
+        return "**failed runs**"
     if t["value"] is None:
         return "not run"
     if t["met"]:
@@ -532,7 +606,8 @@ def section(summary, img_prefix="", level="##"):
     systems, conns_list = meta["systems"], meta["conns"]
     md = [f"{level} Network family: HTTP/1.1 keep-alive \"hello\" (wrk)", ""]
     md.append(f"- {meta['date']}, `{meta['command']}`: {meta['rounds']} interleaved rounds "
-              f"x {meta['duration']} s per run; `wrk -t1 -cN -d{meta['duration']}s --latency` "
+              f"x {meta['duration']} s per run; `wrk -t{meta.get('wrk_threads', 1)} -cN "
+              f"-d{meta['duration']}s{wrk_timeout_arg(meta)} --latency` "
               f"({meta.get('wrk', 'wrk')}) pinned with `{' '.join(meta['pin_client']) or 'no'}"
               f"`, each server fresh per run, pinned with "
               f"`{' '.join(meta['pin_server']) or 'no'}`; fd limit {meta['nofile']}")
@@ -542,7 +617,8 @@ def section(summary, img_prefix="", level="##"):
                   ", ".join(f"`{s}`: {servers[s]}" for s in systems if s in servers))
     loads = [r.get("others_cores") or 0 for r in summary["runs"] if "error" not in r]
     if loads:
-        busy = [r for r in summary["runs"] if (r.get("others_cores") or 0) > BUSY]
+        busy = [r for r in summary["runs"]
+                if "error" not in r and (r.get("others_cores") or 0) > BUSY]
         again = sum(1 for r in summary["runs"] if r.get("attempts", 1) > 1)
         md.append(f"- other processes on the machine: {statistics.mean(loads):.2f} cores on "
                   f"average during the runs, {max(loads):.2f} at worst" +
@@ -570,15 +646,31 @@ def section(summary, img_prefix="", level="##"):
     if cells:
         md += http_tables(summary, img_prefix, level)
     md += echo_section(summary, img_prefix, level)
-    errs = [r for r in summary["runs"]
-            if "error" in r and r["system"] not in meta.get("dead", {})]
+    errs = failed_runs(summary)
     if errs:
         md.append(f"{level}# Failed runs")
         md.append("")
-        md += [f"- round {r['round']} `{r['system']}` {case_label(r)}: {r['error']}"
+        md.append(f"{len(errs)} of {len(summary['runs'])} runs failed. A run fails when its "
+                  "server did not stop cleanly, its client did not finish, or wrk counted a socket "
+                  "error (connect, read, write, timeout: no answer within wrk's timeout) or a "
+                  "non-2xx response; its req/s and latency are not reported, and its system and "
+                  "connection count read \"failed\" above.")
+        md.append("")
+        md += [f"- round {r.get('round', '?')} `{r['system']}` {case_label(r)}: "
+               f"{r.get('error') or 'wrk counted ' + fmt_failures(run_failures(r))}"
                for r in errs]
         md.append("")
     return md
+
+
+def failed_runs(summary):
+    """The failed runs of servers that started (a server that did not is listed as such)."""
+    dead = summary["meta"].get("dead", {})
+    return [r for r in summary["runs"] if run_failed(r) and r["system"] not in dead]
+
+
+def wrk_timeout_arg(meta):
+    return f" --timeout {meta['wrk_timeout']}s" if meta.get("wrk_timeout") else ""
 
 
 def http_tables(summary, img_prefix, level):
@@ -613,6 +705,9 @@ def headline(summary):
             continue
         parts = []
         for conns in meta["conns"]:
+            if cell_failed(cells, s, conns):
+                parts.append(f"c={conns}: FAILED ({fmt_cell_failed(cell_failed(cells, s, conns))})")
+                continue
             parts.append(f"c={conns}: " + " / ".join(
                 fmt_x(ratio(med(cells, s, conns, "rps"), med(cells, b, conns, "rps")))
                 for b in BASELINES))
@@ -633,15 +728,25 @@ def import_pyplot():
 
 
 def bars(plt, cells, systems, keys, labels, titles, path):
-    """Throughput bars (median, min-max) and latency bars (p50 solid, p99 pale) per key."""
+    """Throughput bars (median, min-max) and latency bars (p50 solid, p99 pale) per key; a
+    cell with a failed run gets the word "failed" in place of its bars."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5))
     width = 0.8 / len(systems)
     palette = plt.get_cmap("tab10")
+    any_failed = any_bar = False
+    handles = []
     for i, s in enumerate(systems):
         colour = palette(list(SYSTEMS).index(s) % 10)  # one colour per system in every plot
         xs, ys, lo, hi, p50, p99 = [], [], [], [], [], []
         for k, key in enumerate(keys):
             st = cells[s].get(key, {})
+            if st.get("failed"):
+                any_failed = True
+                for ax in (ax1, ax2):  # y in axes fraction: the latency axis is logarithmic
+                    ax.text(k + i * width, 0.01, "failed", transform=ax.get_xaxis_transform(),
+                            rotation=90, ha="center", va="bottom", fontsize=7,
+                            fontweight="bold", color=colour)
+                continue
             if not st.get("rps"):
                 continue
             xs.append(k + i * width)
@@ -650,19 +755,24 @@ def bars(plt, cells, systems, keys, labels, titles, path):
             hi.append(st["rps"]["max"] - st["rps"]["median"])
             p50.append(st["p50_us"]["median"] if st.get("p50_us") else 0)
             p99.append(st["p99_us"]["median"] if st.get("p99_us") else 0)
-        ax1.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=colour, label=s)
+        any_bar = any_bar or any(v > 0 for v in p50 + p99)
+        ax1.bar(xs, ys, width, yerr=[lo, hi], capsize=2, color=colour)
         ax2.bar(xs, p99, width, color=colour, alpha=0.35)
-        ax2.bar(xs, p50, width, color=colour, label=s)
+        ax2.bar(xs, p50, width, color=colour)
+        handles.append(plt.Rectangle((0, 0), 1, 1, color=colour, label=s))  # bars or not
     for ax in (ax1, ax2):
         ax.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))])
         ax.set_xticklabels(labels)
+        ax.set_xlim(-width, len(keys) - 0.2)  # every slot, with bars or "failed" in it
     ax1.set_ylabel(titles[0] + " (median, min-max bars)")
     ax1.set_title(titles[1])
-    ax1.legend(fontsize=8)
-    ax2.set_yscale("log")
+    ax1.legend(handles=handles, fontsize=8)
+    if any_bar:  # a logarithmic axis needs a positive value (none when every cell failed)
+        ax2.set_yscale("log")
     ax2.set_ylabel("latency, us")
     ax2.set_title(titles[2])
-    fig.suptitle(titles[3])
+    fig.suptitle(titles[3] + ("; \"failed\": a run had timeouts or errors, no figure"
+                              if any_failed else ""))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -726,6 +836,10 @@ def echo_section(summary, img_prefix, level):
     for key in echo_keys(meta):
         for s in systems:
             st = cells[s].get(key)
+            if st and st.get("failed"):
+                rows.append([echo_label(key), f"`{s}`", "**failed**", fmt_cell_failed(st["failed"])]
+                            + ["-"] * 3 + ["" if s.startswith(b) else "-" for b in BASELINES])
+                continue
             if not st or not st.get("rps"):
                 continue
             rps = st["rps"]
@@ -788,6 +902,11 @@ def main():
     ap.add_argument("--patience", type=float,
                     help="seconds the whole family may spend waiting for quiet and running "
                          "disturbed runs again (default 240, quick 0)")
+    ap.add_argument("--wrk-threads", type=int, default=1,
+                    help="wrk's threads (-t), all on the client's CPU (default 1)")
+    ap.add_argument("--wrk-timeout", type=int, default=2,
+                    help="seconds after which wrk counts a request as timed out (default 2); "
+                         "a run with a timeout fails")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--out", help="results folder (default bench/results/net, or "
@@ -802,6 +921,11 @@ def main():
     if args.from_json:
         with open(args.from_json) as f:
             summary = json.load(f)
+        # From the runs again, so a file from before failed runs were told apart reads as now.
+        meta, runs = summary["meta"], summary["runs"]
+        summary["cells"], summary["echo_cells"] = summarize(runs), summarize(runs, "echo")
+        summary["targets"] = (evaluate_targets(summary["cells"], meta["conns"])
+                              if "http" in meta.get("families", ["http"]) else [])
     else:
         summary = measure(args, mode)
     summary["plot"] = make_plot(summary, outdir)
@@ -813,11 +937,20 @@ def main():
     print("\nreq/s, evloop / libev and evloop / libuv (medians):")
     print("\n".join(headline(summary)))
     missed = [t for t in summary["targets"] if t["met"] is False]
+    failing = sum(1 for t in summary["targets"] if t.get("failed"))
     print(f"targets: {sum(1 for t in summary['targets'] if t['met'])} met, {len(missed)} "
-          f"missed, {sum(1 for t in summary['targets'] if t['met'] is None)} not run")
+          f"missed, {failing} with failed runs, "
+          f"{sum(1 for t in summary['targets'] if t['met'] is None and not t.get('failed'))} "
+          "not run")
+    failed = failed_runs(summary)
+    if failed:
+        print(f"FAILED: {len(failed)} of {len(summary['runs'])} runs (timeouts, socket errors, "
+              "non-2xx responses or a server that failed):")
+        for r in failed:
+            print(f"  round {r.get('round', '?')} {r['system']} {case_label(r)}: "
+                  f"{r.get('error') or 'wrk counted ' + fmt_failures(run_failures(r))}")
     print(f"report: {report}")
-    failed = [r for r in summary["runs"] if "error" in r]
-    return 1 if failed and len(failed) == len(summary["runs"]) else 0
+    return 1 if failed else 0
 
 
 def measure(args, mode):
@@ -864,8 +997,9 @@ def measure(args, mode):
     patience = Patience(args.quiet_wait if args.quiet_wait is not None else mode["quiet_wait"],
                         args.retries if args.retries is not None else mode["retries"],
                         args.patience if args.patience is not None else mode["patience"])
+    wrk = {"threads": args.wrk_threads, "timeout": args.wrk_timeout}
     runs, dead2 = run_rounds(build, [s for s in systems if s not in dead], cases,
-                             rounds, duration, args.port, pins, patience)
+                             rounds, duration, args.port, pins, patience, wrk)
     dead.update(dead2)
     cells = summarize(runs)
     echo_cells = summarize(runs, "echo")
@@ -877,6 +1011,7 @@ def measure(args, mode):
             "families": families, "echo_conns": echo_conns, "echo_sizes": echo_sizes,
             "systems": [s for s in systems if s not in dead or s in cells or s in echo_cells],
             "dead": dead, "servers": servers, "wrk": wrk_version(), "nofile": nofile,
+            "wrk_threads": wrk["threads"], "wrk_timeout": wrk["timeout"],
             "pin_server": pins[0], "pin_client": pins[1]}
     return {"meta": meta, "runs": runs, "cells": cells, "echo_cells": echo_cells,
             "targets": evaluate_targets(cells, conns_list) if "http" in families else []}
