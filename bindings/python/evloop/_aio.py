@@ -30,12 +30,12 @@ from collections.abc import Mapping
 from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from ._common import Error
-from . import _arena, _chunk
+from . import _arena
+from ._loop import _module
 
 __all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "run", "install"]
 
 _T = TypeVar("_T")
-_MODULES = {"arena": _arena, "chunk": _chunk}
 
 _EV_READ = selectors.EVENT_READ
 _EV_WRITE = selectors.EVENT_WRITE
@@ -226,16 +226,6 @@ class _EvloopSelector(selectors.BaseSelector):
 
     def get_map(self) -> Mapping:
         return self._map
-
-
-def _module(variant: Optional[str]) -> Any:
-    if variant is None:
-        variant = os.environ.get("EVLOOP_VARIANT") or "arena"
-    try:
-        return _MODULES[variant]
-    except KeyError:
-        raise ValueError(f"unknown variant {variant!r}: expected one of "
-                         f"{list(_MODULES)}") from None
 
 
 if issubclass(asyncio.selector_events._SelectorDatagramTransport, asyncio.DatagramTransport):
