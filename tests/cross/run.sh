@@ -109,7 +109,7 @@ stress/stress_fdreuse.c pipe2
 stress/stress_fork.c  pipe2
 stress/stress_ingress.c pthread barriers
 stress/stress_lanes.c glibc's malloc.h (mallinfo2)
-stress/stress_ops.c   epoll
+stress/stress_ops.c   pipe2, SOCK_NONBLOCK, SOCK_CLOEXEC
 stress/stress_shutdown.c pthread barriers
 EOF
         ;;
@@ -117,7 +117,6 @@ EOF
         cat <<'EOF'
 test_embed.c          epoll (an outer epoll loop around evloop_backend_fd, which is Linux's)
 stress/stress_lanes.c glibc's mallinfo2
-stress/stress_ops.c   epoll
 EOF
         ;;
     esac
