@@ -11,8 +11,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -979,6 +981,139 @@ static void test_many_completions_at_once_with_a_tiny_completion_queue(void **st
         close_pair(s[i]);
 }
 
+/* ---- fairness ----------------------------------------------------------------------------- */
+
+#define CHAIN_BYTES 4096
+
+/* A reader that takes one byte per recv and posts the next recv from its callback. */
+struct chain {
+    evloop *loop;
+    char byte;
+    test_counter recvs;       /* recv callbacks so far */
+    _Atomic uint64_t at_task; /* recvs when the task posted at the first one ran */
+    test_counter task_runs;
+};
+
+static void chain_task(void *arg)
+{
+    struct chain *c = arg;
+    atomic_store(&c->at_task, atomic_load(&c->recvs));
+    atomic_fetch_add(&c->task_runs, 1);
+}
+
+static void chain_recv(void *arg, int fd, int64_t res)
+{
+    struct chain *c = arg;
+    uint64_t n = atomic_fetch_add(&c->recvs, 1) + 1;
+    if (n == 1)
+        CHECK(evloop_submit(c->loop, chain_task, c) == 0);
+    if (res == 1)
+        CHECK(evloop_recv(c->loop, fd, &c->byte, 1, chain_recv, c) == 0);
+}
+
+/* Recvs whose data is always there complete at once on the emulation; posted from their own
+ * callbacks they must not chain on for as long as the data lasts: a task posted meanwhile
+ * runs after a bounded number of them (before, after all 4096). */
+static void test_recvs_completing_at_once_do_not_starve_the_rest_of_the_loop(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    int s[2];
+    test_socketpair(s);
+    static char data[CHAIN_BYTES];
+    assert_int_equal(write(s[1], data, sizeof data), (ssize_t)sizeof data);
+    close(s[1]); /* the last recv reads 0 */
+    struct chain c = {.loop = loop};
+    assert_rc(evloop_recv(loop, s[0], &c.byte, 1, chain_recv, &c), 0);
+    assert_true(wait_for_count(&c.recvs, CHAIN_BYTES + 1));
+    assert_true(wait_for_count(&c.task_runs, 1));
+    end_loop(&r, loop);
+    close(s[0]);
+    printf("# the task ran after %llu of %d recv callbacks\n",
+           (unsigned long long)atomic_load(&c.at_task), CHAIN_BYTES + 1);
+    assert_true(atomic_load(&c.at_task) <= CHAIN_BYTES / 8);
+}
+
+/* A server that accepts again after an error (EMFILE: no fd left for the connection) while
+ * connections wait: each accept fails at once. They must not chain on in one delivery, or
+ * the loop never runs anything else (and nothing else would free an fd). A task posted at the
+ * first failure runs after a bounded number of them; the callback stops accepting then, or
+ * after ACCEPT_FAILURES_MAX failures in all, so that the test fails instead of hanging. */
+#define ACCEPT_FAILURES_MAX 100000
+#define REFUSED_CLIENTS 4 /* queued; an accept that gets an fd after all takes one */
+
+struct refused {
+    evloop *loop;
+    int lfd;
+    test_counter failures, others; /* accept callbacks with -EMFILE, with anything else */
+    _Atomic uint64_t at_task;      /* failures when the task ran */
+    test_counter task_runs;
+};
+
+static void refused_task(void *arg)
+{
+    struct refused *c = arg;
+    atomic_store(&c->at_task, atomic_load(&c->failures));
+    atomic_fetch_add(&c->task_runs, 1);
+}
+
+static void refused_accept(void *arg, int fd, int64_t res)
+{
+    (void)fd;
+    struct refused *c = arg;
+    if (res != -EMFILE) {
+        /* An fd another thread of the process (a sanitizer's) closed meanwhile. */
+        if (res >= 0)
+            close((int)res);
+        atomic_fetch_add(&c->others, 1);
+    } else if (atomic_fetch_add(&c->failures, 1) == 0) {
+        CHECK(evloop_submit(c->loop, refused_task, c) == 0);
+    }
+    if (atomic_load(&c->task_runs) == 0 && atomic_load(&c->failures) < ACCEPT_FAILURES_MAX &&
+        atomic_load(&c->others) < REFUSED_CLIENTS)
+        CHECK(evloop_accept(c->loop, c->lfd, refused_accept, c) == 0);
+}
+
+static void test_accepts_failing_at_once_do_not_starve_the_rest_of_the_loop(void **state)
+{
+    (void)state;
+    struct test_runner r;
+    evloop *loop = start_loop(&r, NULL);
+    struct sockaddr_in addr;
+    struct refused c = {.loop = loop};
+    c.lfd = tcp_listener(&addr);
+    int clients[REFUSED_CLIENTS];
+    for (int i = 0; i < REFUSED_CLIENTS; i++)
+        clients[i] = tcp_connect(&addr); /* queued: every accept finds one */
+    /* No fd left: the limit a little above the lowest free one, and those few taken. */
+    int lowest = dup(0);
+    assert_true(lowest >= 0);
+    close(lowest);
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    struct rlimit low = {(rlim_t)lowest + 8, old.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fill[8], nfill = 0;
+    while (nfill < 8 && (fill[nfill] = dup(0)) >= 0)
+        nfill++;
+    assert_rc(evloop_accept(loop, c.lfd, refused_accept, &c), 0);
+    bool ran = wait_for_count(&c.task_runs, 1);
+    while (nfill > 0)
+        close(fill[--nfill]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    end_loop(&r, loop);
+    for (int i = 0; i < REFUSED_CLIENTS; i++)
+        close(clients[i]);
+    close(c.lfd);
+    printf("# the task ran after %llu failed accepts (%llu other results)\n",
+           (unsigned long long)atomic_load(&c.at_task),
+           (unsigned long long)atomic_load(&c.others));
+    assert_true(ran);
+    assert_true(atomic_load(&c.others) < REFUSED_CLIENTS);
+    assert_true(atomic_load(&c.at_task) <= 1000);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1011,6 +1146,8 @@ int main(void)
         cmocka_unit_test(test_a_peer_reset_mid_send_fails_the_pending_sends),
         cmocka_unit_test(test_ops_survive_a_signal_storm_on_the_loop_thread),
         cmocka_unit_test(test_many_completions_at_once_with_a_tiny_completion_queue),
+        cmocka_unit_test(test_recvs_completing_at_once_do_not_starve_the_rest_of_the_loop),
+        cmocka_unit_test(test_accepts_failing_at_once_do_not_starve_the_rest_of_the_loop),
     };
     test_require_backend();
     const char *mode = getenv("EVLOOP_OPS");

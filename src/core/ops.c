@@ -3,6 +3,7 @@
  * op_start (backend.h) or the readiness emulation (ops_emulate.c), decided per loop.
  * Ordering, cancel, stop, forwarding from other threads and the callbacks live here, so
  * they behave the same on every backend. Contract and locking: ops.h. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -167,18 +168,22 @@ static void after_callback(evloop *loop, struct evloop__op *op)
 }
 
 /* Loop thread, without the lock: runs the callbacks of the done list, each followed by
- * its microtasks, until the list is empty (callbacks may complete more ops). */
+ * its microtasks, until the list is empty (callbacks may complete more ops). It counts
+ * them, so that recvs started past a budget wait for readiness (ops.h). */
 static void run_done(evloop *loop)
 {
     struct evloop__ops *o = &loop->ops;
     bool outer = o->delivering;
     o->delivering = true;
+    if (!outer)
+        o->delivered = 0;
     struct evloop__op *op;
     while ((op = o->done) != NULL) {
         o->done = op->next;
         if (!o->done)
             o->done_tail = NULL;
         op->cb(op->arg, op->fd, op->res);
+        o->delivered++;
         evloop__count(&loop->stats.io_callbacks, 1);
         evloop__drain_microtasks(loop);
         after_callback(loop, op);
@@ -255,11 +260,29 @@ int evloop__ops_sim_wait(evloop *loop, int64_t timeout_ns, struct evloop__io_eve
 
 /* ---- starting ops --------------------------------------------------------------------- */
 
+/* Starts op with its provider. 1: it ended at once (*res); 0: its result comes later;
+ * < 0: it could not start.
+ * An accept in a native mode first takes a connection already queued, as the emulation
+ * does, and goes to the provider only when none is. A native result comes back
+ * behind the completions of every busy connection, and the next accept starts only then:
+ * a loaded server took in one connection per lap of io_uring's completion queue, and a
+ * burst of connections waited seconds. Taken at once, the callback runs from the done list
+ * right away, so a server that accepts again from it drains the backlog in one go, as a
+ * readiness server does. The cost: one accept4 more (EAGAIN) each time the backlog is empty.
+ * A blocking listener (f->nonblock false) is left to the provider: accept4 would block; so
+ * is an accept past the delivery budget whose last try failed (ops.h). */
 static int provider_start(evloop *loop, struct evloop__ofd *f, struct evloop__op *op,
                           int64_t *res)
 {
     struct evloop__ops *o = &loop->ops;
     int r;
+    if (o->mode != EVLOOP__OPS_EMULATED && op->kind == EVLOOP__OP_ACCEPT && f->nonblock &&
+        !(f->accept_failed && evloop__ops_over_budget(o))) {
+        r = evloop__emu_try_accept(op->fd, res);
+        f->accept_failed = r == 1 && *res < 0;
+        if (r == 1)
+            return 1;
+    }
     if (o->mode == EVLOOP__OPS_NATIVE) {
         size_t off = op->kind == EVLOOP__OP_SEND ? op->done : 0;
         struct evloop__op_desc d = {op->kind, op->fd, op->buf ? op->buf + off : NULL,
@@ -412,6 +435,14 @@ static int check_socket(int fd, int kind)
     return 0;
 }
 
+/* Whether fd is O_NONBLOCK: an accept tried at once on a blocking listener would block the
+ * loop when no connection is queued. Asked with the checks of a first op. */
+static bool is_nonblocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && (fl & O_NONBLOCK);
+}
+
 /* Under io_lock: puts op into its fd's slot or FIFO, or says why not. */
 static int link_op(evloop *loop, struct evloop__op *op, struct evloop__ofd **out)
 {
@@ -436,6 +467,10 @@ static int link_op(evloop *loop, struct evloop__op *op, struct evloop__ofd **out
     if ((r = reserve(o, op->fd)) < 0)
         return r;
     f = &o->fds[op->fd];
+    if ((first || unsure) && op->kind == EVLOOP__OP_ACCEPT) {
+        f->nonblock = is_nonblocking(op->fd);
+        f->accept_failed = false;
+    }
     if (unsure && emulated_below(o))
         evloop__emu_settle(loop, f, op->fd);
     decide_mode(loop);

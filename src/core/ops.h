@@ -66,6 +66,8 @@ struct evloop__ofd {
     uint32_t gen;   /* generation of the registration, in its tag */
     uint32_t armed; /* EVLOOP_READABLE | EVLOOP_WRITABLE registered, 0: not registered */
     bool drained;   /* the last recv or accept found the socket empty: wait, do not try */
+    bool nonblock;  /* the fd is O_NONBLOCK (asked with the checks of a first accept) */
+    bool accept_failed; /* the last accept tried at once failed (EMFILE and the like) */
 };
 
 struct evloop__ops {
@@ -80,6 +82,7 @@ struct evloop__ops {
     struct evloop__op *done, *done_tail; /* completed, callbacks to run, in order */
     bool done_task;  /* a delivery task is queued */
     bool delivering; /* a caller up the stack runs the done list before returning */
+    uint32_t delivered; /* callbacks run by the outermost delivery so far */
     struct evloop__op *cache;
     unsigned ncache;
     struct evloop__op *sim_head, *sim_tail; /* native-sim: reports for the next wait() (loop
@@ -95,6 +98,19 @@ enum {
     EVLOOP__OPS_EMULATED,   /* ops_emulate.c */
     EVLOOP__OPS_NATIVE_SIM, /* the native contract over ops_emulate.c */
 };
+
+/* A delivery of the done list that has run this many callbacks lets no more ops complete at
+ * once that could chain on without end: a recv, or an accept whose last try failed, started
+ * from a callback past it waits for its result from the next wait(). Without it, connections
+ * whose data is always there chained their callbacks in one delivery (tens of thousands were
+ * seen), and a server that accepts again after EMFILE never left it; other fds, timers and
+ * tasks waited meanwhile. An accept that succeeds still goes on at once: the backlog is
+ * finite, and a server drains it in one go, as a readiness server does. */
+#define EVLOOP__OPS_DELIVERY_BUDGET 64u
+static inline bool evloop__ops_over_budget(const struct evloop__ops *o)
+{
+    return o->delivering && o->delivered >= EVLOOP__OPS_DELIVERY_BUDGET;
+}
 
 /* loop.c: on the loop thread once the loop is stopping (after every tick): every pending op
  * completes with -ECANCELED and its callback runs. */
@@ -119,6 +135,9 @@ int evloop__ops_claim_fd(evloop *loop, int fd);
 int evloop__emu_start(evloop *loop, struct evloop__ofd *f, struct evloop__op *op,
                       int64_t *res);
 int evloop__emu_cancel(evloop *loop, struct evloop__ofd *f, struct evloop__op *op);
+/* Under io_lock, loop thread: one non-blocking accept on listener fd. 1 = a connection
+ * (*res: its fd, non-blocking and close-on-exec, or a negative errno), 0 = none queued. */
+int evloop__emu_try_accept(int fd, int64_t *res);
 /* A readiness report for the emulation's tag: tries the waiting ops of that fd. */
 void evloop__emu_ready(evloop *loop, uint64_t tag, uint32_t events);
 /* f has nothing pending: drop its registration. Returns whether it had one. */

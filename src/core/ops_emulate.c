@@ -12,7 +12,10 @@
  *     nothing of the fd is pending (ops.c settles it right after the last callback).
  *  c. A recv (or accept) whose last attempt found the socket empty, with READABLE still
  *     registered, waits without trying: a level-triggered poller reports data that arrived
- *     since, so the try would only be an EAGAIN more. The first op on an fd always tries. */
+ *     since, so the try would only be an EAGAIN more. The first op on an fd always tries.
+ *  d. A recv, or an accept whose last try failed, started by a callback of a delivery past
+ *     its budget waits without trying (ops.h, EVLOOP__OPS_DELIVERY_BUDGET), so that ops
+ *     completed at once cannot chain on without end. */
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/socket.h>
@@ -59,7 +62,7 @@ static int accept_nb(int fd)
 #endif
 }
 
-static int try_accept(int fd, int64_t *res)
+int evloop__emu_try_accept(int fd, int64_t *res)
 {
     for (;;) {
         int c = accept_nb(fd);
@@ -182,11 +185,14 @@ int evloop__emu_start(evloop *loop, struct evloop__ofd *f, struct evloop__op *op
     int r;
     switch (op->kind) {
     case EVLOOP__OP_ACCEPT:
-        r = skip ? 0 : try_accept(op->fd, res);
+        r = skip || (f->accept_failed && evloop__ops_over_budget(&loop->ops))
+                ? 0
+                : evloop__emu_try_accept(op->fd, res);
         f->drained = r == 0;
+        f->accept_failed = r == 1 && *res < 0;
         return r ? r : wait_in(loop, f, op, &f->w_accept, EVLOOP_READABLE);
     case EVLOOP__OP_RECV:
-        r = skip ? 0 : try_recv(op, res);
+        r = skip || evloop__ops_over_budget(&loop->ops) ? 0 : try_recv(op, res);
         f->drained = r == 0 || (*res >= 0 && (size_t)*res < op->len);
         return r ? r : wait_in(loop, f, op, &f->w_recv, EVLOOP_READABLE);
     default:
@@ -214,11 +220,13 @@ static void retry(evloop *loop, struct evloop__ofd *f, struct evloop__op **slot)
 {
     struct evloop__op *op = *slot;
     int64_t res = 0;
-    int done = op->kind == EVLOOP__OP_ACCEPT ? try_accept(op->fd, &res)
+    int done = op->kind == EVLOOP__OP_ACCEPT ? evloop__emu_try_accept(op->fd, &res)
                : op->kind == EVLOOP__OP_RECV ? try_recv(op, &res)
                                              : try_send(op, loop->ops.send_cap, &res);
     if (op->kind != EVLOOP__OP_SEND)
         f->drained = !done || (res >= 0 && op->kind == EVLOOP__OP_RECV && (size_t)res < op->len);
+    if (op->kind == EVLOOP__OP_ACCEPT)
+        f->accept_failed = done && res < 0;
     if (!done)
         return;
     *slot = NULL;

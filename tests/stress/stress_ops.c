@@ -1,19 +1,23 @@
 /* Completion operations under load: an echo server built only on evloop_accept/recv/send
  * serves client threads that open, use and close loopback TCP connections (some close
  * first, some are closed by the server, some reset), then a cancel storm from another
- * thread, then a stop at a random moment under load. Checks: every op posted gets exactly
+ * thread, then a stop at a random moment under load, then many busy connections and a
+ * burst of new ones, where no message may wait while others are served. Checks: every op
+ * posted gets exactly
  * one callback (posted == completed), every accepted connection is freed once, every echo
  * comes back intact, evloop_run returns 0; ASan/LSan and valgrind see no leak. The clients
  * run in a child process: the server closes connections inside their last callback, and the
  * fds the clients open must not reuse those numbers in this process (see evloop.h).
- * Figure (issue 12): 10,000 connections opened and closed (EVLOOP_LONG=1: 100,000 plain). */
+ * Figure: 10,000 connections opened and closed (EVLOOP_LONG=1: 100,000 plain). */
 #include "stress_util.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -28,6 +32,7 @@ struct server {
     unsigned close_every; /* the server closes a connection after this many echoes (0: never) */
     test_counter posted, completed, accepted, freed, echoes, errors;
     test_counter accept_errors;
+    uint64_t work_ns; /* CPU time each message costs the server (a busy wait) */
     atomic_bool stopping;
 };
 
@@ -52,6 +57,13 @@ static void conn_free(struct conn *c)
     close(c->fd);
     atomic_fetch_add(&c->srv->freed, 1);
     free(c);
+}
+
+/* The server's work on a message: ns of CPU time, a busy wait. */
+static void spend(uint64_t ns)
+{
+    for (uint64_t t0 = ns ? stress_now_ns() : 0; ns && stress_now_ns() - t0 < ns;)
+        continue;
 }
 
 static void post_recv(struct conn *c)
@@ -92,6 +104,7 @@ static void on_recv(void *arg, int fd, int64_t res)
         return;
     }
     CHECK(res <= (int64_t)sizeof c->buf);
+    spend(c->srv->work_ns);
     int rc = evloop_send(c->srv->loop, fd, c->buf, (size_t)res, on_sent, c);
     count_post(c->srv, rc);
     if (rc < 0) {
@@ -227,9 +240,48 @@ struct client_report {
 
 struct clients {
     pid_t pid;
-    int quit_w;   /* closed by the parent: clients with endless conns stop */
-    int report_r; /* the child's struct client_report */
+    int quit_w;   /* closed by the parent: clients with endless conns stop (-1: none) */
+    int report_r; /* the child's report (struct client_report or flood_report) */
 };
+
+/* Forks the clients' process, with a pipe for its report (rep[1] in the child, c->report_r
+ * here) and, when quit, one the parent closes to stop it (quit[0] in the child, c->quit_w
+ * here). Returns true in the child, which has closed the listener and the other ends. */
+static bool fork_clients(struct clients *c, int lfd, int rep[2], int quit[2])
+{
+    assert_int_equal(pipe2(rep, O_CLOEXEC), 0);
+    if (quit)
+        assert_int_equal(pipe2(quit, O_CLOEXEC), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(lfd);
+        close(rep[0]);
+        if (quit)
+            close(quit[1]);
+        return true;
+    }
+    close(rep[1]);
+    if (quit)
+        close(quit[0]);
+    *c = (struct clients){pid, quit ? quit[1] : -1, rep[0]};
+    return false;
+}
+
+/* Reads the clients' report (size bytes into r) and reaps their process, which must have
+ * exited with 0. */
+static void clients_report(struct clients *c, void *r, size_t size)
+{
+    if (c->quit_w >= 0)
+        close(c->quit_w);
+    ssize_t n = read(c->report_r, r, size);
+    close(c->report_r);
+    int status = 0;
+    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(n, (ssize_t)size);
+}
 
 /* Forks a process running CLIENTS client threads against addr. Call before this process
  * starts a thread (the loop's included). conns per client, UINT64_MAX: until told to quit. */
@@ -237,15 +289,7 @@ static void clients_start(struct clients *c, const struct sockaddr_in *addr, uin
                           unsigned server_closes, uint64_t seed, int lfd)
 {
     int q[2], rep[2];
-    assert_int_equal(pipe2(q, O_CLOEXEC), 0);
-    assert_int_equal(pipe2(rep, O_CLOEXEC), 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(lfd);
-        close(q[1]);
-        close(rep[0]);
+    if (fork_clients(c, lfd, rep, q)) {
         atomic_bool quit = false;
         struct client cl[CLIENTS];
         pthread_t t[CLIENTS];
@@ -270,21 +314,12 @@ static void clients_start(struct clients *c, const struct sockaddr_in *addr, uin
         }
         _exit(write(rep[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 3);
     }
-    close(q[0]);
-    close(rep[1]);
-    *c = (struct clients){pid, q[1], rep[0]};
 }
 
 static struct client_report clients_finish(struct clients *c)
 {
-    close(c->quit_w);
     struct client_report r = {0, 0, UINT64_MAX};
-    ssize_t n = read(c->report_r, &r, sizeof r);
-    close(c->report_r);
-    int status = 0;
-    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    assert_int_equal(n, sizeof r);
+    clients_report(c, &r, sizeof r);
     return r;
 }
 
@@ -328,6 +363,282 @@ static void test_connections_open_echo_and_close_under_load_each_op_once(void **
     assert_int_equal(atomic_load(&s.completed), atomic_load(&s.posted));
     test_loop_free(loop);
     close(s.lfd);
+}
+
+/* ---- many connections under load: no connection waits while others are served ------------ */
+
+/* Regression (completion ops at 1000 connections). On io_uring the result of an accept
+ * reached the loop behind the completions of every busy connection, and the next accept
+ * started only then: a loaded server took in one connection per lap of its completion
+ * queue, and connections that came in a burst waited seconds for their first answer. On the
+ * emulation, recvs that found their data at once chained their callbacks in one delivery,
+ * and nothing else ran until the chain broke.
+ *
+ * The clients keep busy connections echoing in lockstep (one message in flight each), then
+ * open a burst of new connections that send at once. The bound is on work, not time, so a
+ * slow or loaded machine cannot fail it: while any message waits for its echo (a burst
+ * connection's first one included), the busy connections of its client thread may have
+ * FLOOD_ROUNDS_MAX echoes each on average, no more. A fair server answers within a round or
+ * two; before the fixes the burst's last connections waited for over a hundred. The server
+ * spends FLOOD_WORK_NS on each message, so that it is the bottleneck, as under wrk. */
+
+#define FLOOD_MSG 32
+#define FLOOD_TRIPS 2        /* echoes each burst connection makes */
+#define FLOOD_WARMUP 10      /* echoes per busy connection before the burst */
+#define FLOOD_OPEN_STEP 8    /* connections a client opens between two looks at its echoes */
+#define FLOOD_FD_SPARE 64    /* fds a process needs beside the connections */
+#define FLOOD_WORK_NS 20000  /* the server's work per message */
+#define FLOOD_ROUNDS_MAX 8   /* echoes per busy connection while one message waits */
+
+struct flood_conn {
+    int fd;
+    bool burst;
+    unsigned trips;      /* echoes back */
+    size_t got;          /* bytes of the echo in flight back so far */
+    bool waiting;        /* a message is in flight */
+    uint64_t busy_at;    /* the thread's busy echoes when it was sent */
+};
+
+struct flood_report {
+    uint64_t trips, late, unanswered, errors;
+    double worst_rounds, worst_first_rounds; /* busy echoes per busy connection while waiting */
+};
+
+struct flood {
+    struct sockaddr_in addr;
+    unsigned busy, burst; /* connections of this client thread */
+    uint64_t busy_trips;  /* echoes of its busy connections so far */
+    uint64_t end_ns;      /* gives up then (a hung server): counted as unanswered */
+    struct flood_report rep;
+};
+
+static bool flood_send(struct flood *fl, struct flood_conn *c)
+{
+    static const char msg[FLOOD_MSG] = "every echo in its turn.........";
+    c->got = 0;
+    c->waiting = true;
+    c->busy_at = fl->busy_trips;
+    return write(c->fd, msg, FLOOD_MSG) == FLOOD_MSG; /* lockstep: the buffer has room */
+}
+
+/* Opens connection c, which sends its first message at once. The connect returns when the
+ * kernel has completed the handshake, before the server accepts. */
+static bool flood_open(struct flood *fl, struct flood_conn *c, bool burst)
+{
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    c->burst = burst;
+    if (c->fd < 0 || connect(c->fd, (const struct sockaddr *)&fl->addr, sizeof fl->addr) < 0)
+        return false;
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fcntl(c->fd, F_SETFL, O_NONBLOCK) == 0 && flood_send(fl, c);
+}
+
+/* Busy echoes per busy connection since c's message was sent. */
+static double flood_rounds(const struct flood *fl, const struct flood_conn *c)
+{
+    return (double)(fl->busy_trips - c->busy_at) / fl->busy;
+}
+
+/* Reads what came back on c; returns false on an error or an early close. */
+static bool flood_read(struct flood *fl, struct flood_conn *c, unsigned *burst_done)
+{
+    char buf[FLOOD_MSG];
+    ssize_t r = read(c->fd, buf, FLOOD_MSG - c->got);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return true;
+    if (r <= 0 || !c->waiting)
+        return false;
+    c->got += (size_t)r;
+    if (c->got < FLOOD_MSG)
+        return true;
+    double rounds = flood_rounds(fl, c);
+    struct flood_report *rep = &fl->rep;
+    rep->worst_rounds = rounds > rep->worst_rounds ? rounds : rep->worst_rounds;
+    if (c->burst && c->trips == 0 && rounds > rep->worst_first_rounds)
+        rep->worst_first_rounds = rounds;
+    rep->late += rounds > FLOOD_ROUNDS_MAX;
+    rep->trips++;
+    c->trips++;
+    c->waiting = false;
+    fl->busy_trips += !c->burst;
+    if (c->burst && c->trips == FLOOD_TRIPS) {
+        ++*burst_done;
+        return true;
+    }
+    return flood_send(fl, c);
+}
+
+/* One client thread: it opens its busy connections, and once they have echoed FLOOD_WARMUP
+ * times each, its burst, FLOOD_OPEN_STEP at a time between two looks at the echoes. The busy
+ * connections echo until every connection of the burst has had FLOOD_TRIPS echoes (a burst
+ * connection without them by end_ns is unanswered; the busy ones always have a message in
+ * flight when it ends). */
+static void *flood_main(void *arg)
+{
+    struct flood *fl = arg;
+    unsigned n = fl->busy + fl->burst, opened = 0, burst_done = 0;
+    struct flood_conn *cs = calloc(n, sizeof *cs);
+    struct pollfd *pfd = calloc(n, sizeof *pfd);
+    bool ok = cs && pfd;
+    for (unsigned i = 0; ok && i < n; i++)
+        cs[i].fd = -1;
+    while (ok && burst_done < fl->burst && stress_now_ns() < fl->end_ns) {
+        unsigned want = fl->busy_trips >= (uint64_t)fl->busy * FLOOD_WARMUP ? n : fl->busy;
+        for (unsigned i = 0; ok && i < FLOOD_OPEN_STEP && opened < want; i++, opened++)
+            ok = flood_open(fl, &cs[opened], opened >= fl->busy);
+        for (unsigned i = 0; i < opened; i++)
+            pfd[i] = (struct pollfd){.fd = cs[i].fd, .events = POLLIN};
+        int k = poll(pfd, opened, 10);
+        for (unsigned i = 0; ok && k > 0 && i < opened; i++)
+            if (pfd[i].revents)
+                ok = flood_read(fl, &cs[i], &burst_done);
+    }
+    fl->rep.errors += !ok || opened < n;
+    for (unsigned i = 0; cs && i < n; i++) {
+        fl->rep.unanswered += cs[i].burst && cs[i].trips < FLOOD_TRIPS;
+        if (cs[i].fd >= 0)
+            close(cs[i].fd);
+    }
+    free(pfd);
+    free(cs);
+    return NULL;
+}
+
+/* Forks the clients' process: CLIENTS flood threads sharing busy and burst connections. */
+static void flood_start(struct clients *c, const struct sockaddr_in *addr, unsigned busy,
+                        unsigned burst, int lfd)
+{
+    int rep[2];
+    if (fork_clients(c, lfd, rep, NULL)) {
+        struct flood fl[CLIENTS];
+        pthread_t t[CLIENTS];
+        for (int i = 0; i < CLIENTS; i++) {
+            fl[i] = (struct flood){.addr = *addr,
+                                   .busy = busy / CLIENTS,
+                                   .burst = burst / CLIENTS,
+                                   .end_ns = stress_now_ns() + 120000000000u};
+            if (pthread_create(&t[i], NULL, flood_main, &fl[i]) != 0)
+                _exit(2);
+        }
+        struct flood_report r = {0};
+        for (int i = 0; i < CLIENTS; i++) {
+            pthread_join(t[i], NULL);
+            const struct flood_report *f = &fl[i].rep;
+            r.trips += f->trips;
+            r.late += f->late;
+            r.unanswered += f->unanswered;
+            r.errors += f->errors;
+            r.worst_rounds = f->worst_rounds > r.worst_rounds ? f->worst_rounds : r.worst_rounds;
+            r.worst_first_rounds = f->worst_first_rounds > r.worst_first_rounds
+                                       ? f->worst_first_rounds
+                                       : r.worst_first_rounds;
+        }
+        _exit(write(rep[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 3);
+    }
+}
+
+static struct flood_report flood_finish(struct clients *c)
+{
+    struct flood_report r = {.errors = 1};
+    clients_report(c, &r, sizeof r);
+    return r;
+}
+
+/* Raises the soft RLIMIT_NOFILE to want if it is lower (the clients' process inherits it).
+ * Returns false when the hard limit does not allow it; *old gets the limit to restore. */
+static bool fd_limit_at_least(rlim_t want, struct rlimit *old)
+{
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, old), 0);
+    if (old->rlim_cur == RLIM_INFINITY || old->rlim_cur >= want)
+        return true;
+    if (old->rlim_max != RLIM_INFINITY && old->rlim_max < want)
+        return false;
+    struct rlimit raised = {want, old->rlim_max};
+    return setrlimit(RLIMIT_NOFILE, &raised) == 0;
+}
+
+/* The kernel's cap on a listen backlog: a burst larger than it would lose SYNs and wait for
+ * their retransmission, whatever the server does. */
+static unsigned somaxconn(void)
+{
+    unsigned v = 128;
+    FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+    if (f) {
+        if (fscanf(f, "%u", &v) != 1)
+            v = 128;
+        fclose(f);
+    }
+    return v;
+}
+
+struct flood_server {
+    struct server *s;
+    uint64_t conns;
+};
+
+static bool flood_all_freed(void *ctx)
+{
+    struct flood_server *fs = ctx;
+    return atomic_load(&fs->s->accepted) == fs->conns && all_freed(fs->s);
+}
+
+static void test_many_connections_under_load_each_waits_its_turn(void **state)
+{
+    (void)state;
+    unsigned busy = (unsigned)stress_size("busy connections",
+                                          (struct stress_sizes){500, 200, 100, 1000, 500, 300});
+    unsigned burst = (unsigned)stress_size("burst connections",
+                                           (struct stress_sizes){500, 200, 100, 1000, 500, 300});
+    unsigned cap = somaxconn() / 2;
+    burst = burst < cap ? burst : cap;
+    busy = busy < CLIENTS ? CLIENTS : busy / CLIENTS * CLIENTS;
+    burst = burst < CLIENTS ? CLIENTS : burst / CLIENTS * CLIENTS;
+    uint64_t conns = busy + burst;
+    struct rlimit old;
+    if (!fd_limit_at_least(conns + FLOOD_FD_SPARE, &old)) {
+        printf("# skipped: RLIMIT_NOFILE's hard limit %llu is below %llu\n",
+               (unsigned long long)old.rlim_max, (unsigned long long)(conns + FLOOD_FD_SPARE));
+        skip();
+    }
+    struct sockaddr_in addr;
+    int lfd = listener(&addr);
+    assert_int_equal(listen(lfd, (int)conns), 0); /* room for the whole burst */
+    struct clients kids;
+    flood_start(&kids, &addr, busy, burst, lfd);
+    evloop *loop = test_loop_new(NULL);
+    struct server s;
+    server_init(&s, loop, 0); /* the clients close, after the burst */
+    s.lfd = lfd;
+    s.work_ns = FLOOD_WORK_NS;
+    /* A watched pipe, as a server's signal pipe: on io_uring the loop then waits in its
+     * epoll set, as a real server's does. */
+    int p[2];
+    test_pipe(p);
+    assert_rc(evloop_io_add(loop, p[0], EVLOOP_READABLE, test_never_io, "flood pipe"), 0);
+    post_accept(&s);
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    struct flood_report rep = flood_finish(&kids);
+    struct flood_server fs = {&s, conns};
+    bool freed = wait_until(flood_all_freed, &fs, 30000);
+    test_runner_stop(&r);
+    printf("# figure: %u busy and %u burst connections, %llu echoes; while a message waited, "
+           "at most %.1f busy echoes per busy connection (a burst's first message: %.1f; bound "
+           "%d); %llu late, %llu unanswered, %llu client errors\n",
+           busy, burst, (unsigned long long)rep.trips, rep.worst_rounds, rep.worst_first_rounds,
+           FLOOD_ROUNDS_MAX, (unsigned long long)rep.late, (unsigned long long)rep.unanswered,
+           (unsigned long long)rep.errors);
+    test_loop_free(loop);
+    close(lfd);
+    close(p[0]);
+    close(p[1]);
+    setrlimit(RLIMIT_NOFILE, &old);
+    assert_true(freed);
+    assert_int_equal(rep.errors, 0);
+    assert_int_equal(rep.unanswered, 0);
+    assert_int_equal(rep.late, 0);
+    assert_int_equal(atomic_load(&s.completed), atomic_load(&s.posted));
 }
 
 /* ---- a cancel storm ---------------------------------------------------------------------- */
@@ -462,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_connections_open_echo_and_close_under_load_each_op_once),
         cmocka_unit_test(test_cancel_storm_from_another_thread_ends_each_recv_once),
         cmocka_unit_test(test_stop_at_a_random_moment_under_load_ends_every_op_once),
+        cmocka_unit_test(test_many_connections_under_load_each_waits_its_turn),
     };
     test_require_backend();
     const char *mode = getenv("EVLOOP_OPS");
