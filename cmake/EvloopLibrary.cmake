@@ -60,16 +60,15 @@ endif()
 # io_uring is Linux's: on another system (a cross build) a liburing.pc that pkg-config finds
 # belongs to the host and must not add the backend.
 if(EVLOOP_WITH_IO_URING AND CMAKE_SYSTEM_NAME STREQUAL "Linux" AND
-   EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/ewait.c)
+   EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/io_uring.c)
     find_package(PkgConfig QUIET)
     if(PkgConfig_FOUND)
         pkg_check_modules(LIBURING QUIET IMPORTED_TARGET GLOBAL liburing)
     endif()
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
-        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/ewait.c
-             src/backends/io_uring/mpoll.c src/backends/io_uring/probe.c
-             src/backends/io_uring/uops.c)
+        list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/io_uring.c
+             src/backends/io_uring/native_ops.c src/backends/io_uring/probe.c)
         list(APPEND EVLOOP_BACKEND_LIBS PkgConfig::LIBURING)
     endif()
 endif()

@@ -84,9 +84,8 @@ struct evloop_stats {
                                    thread that submitted, until the loop has drained and
                                    reclaimed it after the thread exited; chunk: 0 */
     const char *backend_reason; /* why this backend ("config.backend", "EVLOOP_BACKEND",
-                                   "profile: ...", "auto: ...") and which implementation of it
-                                   runs (io_uring: "readiness through IORING_OP_EPOLL_WAIT" or
-                                   the multishot-poll fallback of older kernels) */
+                                   "profile: ...", "auto: ...") and what runs (io_uring:
+                                   "readiness from epoll_pwait2, wakes and ops in the ring") */
 };
 
 /* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit,

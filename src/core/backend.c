@@ -14,8 +14,7 @@
 #include "evloop.h"
 
 #ifdef EVLOOP_HAVE_IO_URING
-extern const struct evloop__backend evloop__uring_ewait;
-extern const struct evloop__backend evloop__uring_mpoll;
+extern const struct evloop__backend evloop__backend_io_uring;
 #endif
 #ifdef EVLOOP_HAVE_EPOLL
 extern const struct evloop__backend evloop__backend_epoll;
@@ -35,11 +34,10 @@ static_assert(sizeof(((struct evloop_profile *)0)->readiness_ns) ==
 
 enum { EPOLL = 0, IO_URING = 1, KQUEUE = 2 }; /* positions in names[] */
 
-/* The implementations built here, in auto's order. A name may have several, tried in order
- * (io_uring: readiness through IORING_OP_EPOLL_WAIT, else multishot polls). auto takes the
- * first that starts among those marked for it; an implementation that loses the readiness
- * family to another one here is never auto's. The order is measured, not assumed: see
- * docs/design.md, "Backends", for the figures behind it. */
+/* The implementations built here, in auto's order. A name may have several, tried in order.
+ * auto takes the first that starts among those marked for it; an implementation that loses
+ * the readiness family to another one here is never auto's. The order is measured, not
+ * assumed: see docs/design.md, "Backends", for the figures behind it. */
 static const struct impl {
     unsigned index; /* in names[] */
     const struct evloop__backend *vt;
@@ -50,10 +48,9 @@ static const struct impl {
     {EPOLL, &evloop__backend_epoll, true, "epoll"},
 #endif
 #ifdef EVLOOP_HAVE_IO_URING
-    /* Readiness from epoll_pwait2 (by default): its fd round trip ties epoll's, not ahead. */
-    {IO_URING, &evloop__uring_ewait, true, "an epoll set and a ring"},
-    /* Re-polls every report with poll(2): 2-5x epoll's fd round trip. */
-    {IO_URING, &evloop__uring_mpoll, false, "multishot polls (no IORING_OP_EPOLL_WAIT)"},
+    /* Readiness from epoll_pwait2: its fd round trip ties epoll's, not ahead. */
+    {IO_URING, &evloop__backend_io_uring, true,
+     "readiness from epoll_pwait2, wakes and ops in the ring"},
 #endif
 #ifdef EVLOOP_HAVE_KQUEUE
     {KQUEUE, &evloop__backend_kqueue, true, "kqueue"},

@@ -399,9 +399,9 @@ static void *run_until(void *arg)
 }
 
 /* evloop_run_once may run a loop from any thread, one at a time. What the first thread armed
- * (io_uring: a futex wait, an EPOLL_WAIT, whose completions are task work of that thread) must
- * not keep readiness or wakes from the second, whether the first stays (busy elsewhere) or
- * exits. */
+ * (io_uring: a futex wait, a POLL_ADD on its epoll set, whose completions are task work of that
+ * thread) must not keep readiness or wakes from the second, whether the first stays (busy
+ * elsewhere) or exits. */
 static void test_a_loop_run_by_one_thread_then_another_gets_readiness_and_wakes(void **state)
 {
     (void)state;

@@ -1,12 +1,10 @@
-/* What only the io_uring backend does: which implementation runs (readiness from an epoll set
- * by default, through IORING_OP_EPOLL_WAIT or multishot polls when asked for; "auto" never
- * picks the multishot one) and that evloop_stats() says so; multishot polls that the kernel
- * ends when the CQ is full and the backend re-arms, readiness and native op completions kept
- * through a CQ overflow (EVLOOP_IO_URING_CQ makes the CQ tiny), and the unified wait: a loop
- * asleep in the poller is woken by the futex wake on its sleep word (stats.futex_wakes moves,
+/* What only the io_uring backend does: what runs (readiness from an epoll set, harvested with
+ * epoll_pwait2) and that evloop_stats() says so; "auto" taking epoll, which ties io_uring's fd
+ * round trip and comes first in its order; readiness and native op completions kept through a
+ * CQ overflow (EVLOOP_IO_URING_CQ makes the CQ tiny), and the unified wait: a loop asleep in
+ * the poller is woken by the futex wake on its sleep word (stats.futex_wakes moves,
  * poller_wakes does not), also when the process was single-threaded when the futex wait was
- * armed. Under EVLOOP_IO_URING_WAKE=eventfd the same cases run with the eventfd wake, and under
- * EVLOOP_IO_URING_READINESS=epoll_wait and =multishot on the other ways to readiness. */
+ * armed. Under EVLOOP_IO_URING_WAKE=eventfd the same cases run with the eventfd wake. */
 #include "backend_util.h"
 
 #include <liburing.h>
@@ -31,22 +29,6 @@ static bool expect_futex_wait(void)
     bool has = p && io_uring_opcode_supported(p, 51 /* IORING_OP_FUTEX_WAIT */);
     io_uring_free_probe(p);
     return has;
-}
-
-/* How readiness should reach this loop: "epoll_pwait2" (the default), "IORING_OP_EPOLL_WAIT"
- * (asked for, and the kernel has it) or "multishot" (asked for, or EPOLL_WAIT asked for and
- * missing). */
-static const char *expected_readiness(void)
-{
-    const char *env = getenv("EVLOOP_IO_URING_READINESS");
-    if (!env || strcmp(env, "epoll") == 0)
-        return "epoll_pwait2";
-    if (strcmp(env, "multishot") == 0)
-        return "multishot";
-    struct io_uring_probe *p = io_uring_get_probe();
-    bool has = p && io_uring_opcode_supported(p, 59 /* IORING_OP_EPOLL_WAIT */);
-    io_uring_free_probe(p);
-    return has ? "IORING_OP_EPOLL_WAIT" : "multishot";
 }
 
 /* A loop whose ring has a CQ of `entries` (0: the default). */
@@ -99,25 +81,6 @@ static void fds_close(struct fds *f, evloop *loop)
         close(f->p[i][0]);
         close(f->p[i][1]);
     }
-}
-
-static void test_multishot_ended_by_a_full_cq_is_rearmed(void **state)
-{
-    (void)state;
-    evloop *loop = uring_loop(2); /* 64 ready fds end most multishots at once */
-    static struct fds f;
-    fds_open(&f, loop, true);
-    struct bt_runner r;
-    bt_runner_start(&r, loop);
-    for (uint64_t round = 1; round <= 5; round++) {
-        for (int i = 0; i < NFDS; i++)
-            bt_write_byte(f.p[i][1]);
-        for (int i = 0; i < NFDS; i++)
-            assert_true(bt_wait_count(&f.calls[i], round));
-    }
-    fds_close(&f, loop);
-    bt_runner_stop(&r);
-    bt_loop_free(loop);
 }
 
 static void test_cq_overflow_loses_no_readiness(void **state)
@@ -291,42 +254,37 @@ static void test_stats_say_which_implementation_runs(void **state)
     struct evloop_stats st = bt_stats(loop);
     printf("# io_uring: %s\n", st.backend_reason);
     assert_string_equal(st.backend, "io_uring");
-    assert_non_null(strstr(st.backend_reason, expected_readiness()));
+    assert_non_null(strstr(st.backend_reason, "readiness from epoll_pwait2"));
     bt_loop_free(loop);
 }
 
-/* The multishot implementation loses epoll's fd round trip by 2-5x: "auto" must take epoll
- * instead, and say why in fallback; naming io_uring still gets it. */
-static void test_auto_never_picks_the_multishot_fallback(void **state)
+/* io_uring's fd round trip ties epoll's and does not beat it (docs/design.md, "Backends"), so
+ * "auto" takes epoll, first in its order, and says so; naming io_uring still gets it. */
+static void test_auto_takes_epoll_and_naming_io_uring_gets_it(void **state)
 {
     (void)state;
-    const char *was = getenv("EVLOOP_IO_URING_READINESS");
-    char *saved = was ? strdup(was) : NULL;
-    char *backend = strdup(getenv("EVLOOP_BACKEND"));
-    setenv("EVLOOP_IO_URING_READINESS", "multishot", 1);
+    const char *was = getenv("EVLOOP_BACKEND");
+    char *backend = was ? strdup(was) : NULL;
     unsetenv("EVLOOP_BACKEND");
-    evloop *loop = NULL;
-    assert_int_equal(evloop_new(&loop, NULL), 0);
-    struct evloop_stats st = bt_stats(loop);
-    printf("# auto: %s (%s); fallback: %s\n", st.backend, st.backend_reason, st.fallback);
-    assert_string_not_equal(st.backend_reason, "");
-    assert_non_null(strstr(st.backend_reason, "auto"));
-    if (strcmp(st.backend, "io_uring") == 0)
-        assert_null(strstr(st.backend_reason, "multishot"));
-    assert_int_equal(evloop_free(loop), 0);
     evloop_config cfg;
     evloop_config_init(&cfg);
+    cfg.profile = ""; /* no $EVLOOP_PROFILE: auto's own order */
+    evloop *loop = NULL;
+    assert_int_equal(evloop_new(&loop, &cfg), 0);
+    struct evloop_stats st = bt_stats(loop);
+    printf("# auto: %s (%s); fallback: \"%s\"\n", st.backend, st.backend_reason, st.fallback);
+    assert_string_equal(st.backend, "epoll");
+    assert_non_null(strstr(st.backend_reason, "auto"));
+    assert_string_equal(st.fallback, "");
+    assert_int_equal(evloop_free(loop), 0);
     cfg.backend = "io_uring";
     assert_int_equal(evloop_new(&loop, &cfg), 0);
-    assert_non_null(strstr(bt_stats(loop).backend_reason, "multishot"));
+    assert_string_equal(bt_stats(loop).backend, "io_uring");
+    assert_non_null(strstr(bt_stats(loop).backend_reason, "config.backend"));
     assert_int_equal(evloop_free(loop), 0);
-    setenv("EVLOOP_BACKEND", backend, 1);
+    if (backend)
+        setenv("EVLOOP_BACKEND", backend, 1);
     free(backend);
-    if (saved)
-        setenv("EVLOOP_IO_URING_READINESS", saved, 1);
-    else
-        unsetenv("EVLOOP_IO_URING_READINESS");
-    free(saved);
 }
 
 int main(void)
@@ -334,8 +292,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_futex_wait_armed_while_single_threaded_still_wakes),
         cmocka_unit_test(test_stats_say_which_implementation_runs),
-        cmocka_unit_test(test_auto_never_picks_the_multishot_fallback),
-        cmocka_unit_test(test_multishot_ended_by_a_full_cq_is_rearmed),
+        cmocka_unit_test(test_auto_takes_epoll_and_naming_io_uring_gets_it),
         cmocka_unit_test(test_cq_overflow_loses_no_readiness),
         cmocka_unit_test(test_op_completions_overflowing_a_tiny_cq_all_arrive_once),
         cmocka_unit_test(test_submit_wakes_a_loop_asleep_in_the_poller_with_the_expected_wake),

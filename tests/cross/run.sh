@@ -187,7 +187,7 @@ for target in $targets; do
         for m in $(members "$target"); do
             [[ " $have " == *" $m "* ]] || fail "$target: $lib lacks $m (has: $have)"
         done
-        [[ " $have " != *" epoll.c.o "* && " $have " != *" ewait.c.o "* ]] ||
+        [[ " $have " != *" epoll.c.o "* && " $have " != *" io_uring.c.o "* ]] ||
             fail "$target: $lib holds a Linux backend (has: $have)"
     done
     for prog in hello handoff_arena handoff_chunk test_header_c11 test_header_cxx; do

@@ -1,5 +1,5 @@
 /* EVLOOP_* event bits to and from epoll's, for every backend built on an epoll set (epoll.c,
- * and the io_uring backend's ewait.c). EPOLLRDHUP is asked for with readable so a peer's
+ * and the io_uring backend's io_uring.c). EPOLLRDHUP is asked for with readable so a peer's
  * half-close reads as readable and hung up, as with poll(2). */
 #ifndef EVLOOP_EPOLL_EVENTS_H
 #define EVLOOP_EPOLL_EVENTS_H

@@ -1,5 +1,5 @@
 /* One wait on an epoll set with a timeout in ns (-1: none), for every backend built on an
- * epoll set (epoll.c, and the io_uring backend's ewait.c). epoll_pwait2 (Linux 5.11+) takes
+ * epoll set (epoll.c, and the io_uring backend's io_uring.c). epoll_pwait2 (Linux 5.11+) takes
  * the ns as they are; where it is missing (ENOSYS: *no_pwait2 is set and stays set) epoll_wait
  * rounds the timeout up to whole ms, so a timer never fires early.
  *

@@ -1,19 +1,16 @@
-/* Starting the io_uring backend's rings and probing, for real, what this kernel offers: a ring
- * with the features each scheme relies on, a NOP round trip, a synchronous cancel, whether
- * IORING_OP_EPOLL_WAIT returns what an epoll set holds, and whether the loop can sleep in the
- * ring on its word (a futex wait). Containers, seccomp filters and kernel.io_uring_disabled
- * refuse io_uring_setup with EPERM; any refusal is -ENOTSUP, with the reason kept for
- * evloop_stats(). So is valgrind: it holds its lock over io_uring_enter, so no other thread can
- * run to wake a wait there. The opcode round trips run once per process, on a ring of their
- * own; the rest once per loop. */
+/* Starting the io_uring backend's ring and probing, for real, what this kernel offers: a ring
+ * with the setup flags and features io_uring.c relies on (Linux 5.18: SUBMIT_ALL, EXT_ARG;
+ * COOP_TASKRUN where the kernel has it, 5.19), and whether the loop can sleep in the ring on
+ * its word (a futex wait, 6.7). Older kernels refuse the setup with EINVAL (ENOSYS before
+ * 5.1); containers, seccomp filters and kernel.io_uring_disabled refuse it with EPERM; any
+ * refusal is -ENOTSUP, with the reason kept for evloop_stats(). So is valgrind: it holds its
+ * lock over io_uring_enter, so no other thread can run to wake a wait there. The futex round
+ * trip runs once per process, on a ring of its own; the rest once per loop. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <unistd.h>
 
 #include "sleep.h"
 #include "uring.h"
@@ -29,9 +26,7 @@
 #define PR_FUTEX_HASH 78
 #define PR_FUTEX_HASH_GET_SLOTS 2
 #endif
-#define SQ_ENTRIES 64u
-#define PROBE_UDATA 1u    /* the ring has no other request yet */
-#define PROBE_TAG 0x5eedu /* what the probe's epoll set reports */
+#define PROBE_UDATA 1u /* the ring has no other request yet */
 
 /* Submits sqe, the one SQE queued, and returns its result. */
 static int round_trip(struct io_uring *ring, struct io_uring_sqe *sqe)
@@ -66,7 +61,6 @@ static bool opcode_known(struct io_uring *ring, int op)
 struct kernel_ops {
     bool known;      /* probed: the fields below hold */
     bool futex_wait; /* IORING_OP_FUTEX_WAIT fails at once on a word that changed */
-    int epoll_wait;  /* 0: IORING_OP_EPOLL_WAIT works; else the errno it got */
 };
 
 static pthread_mutex_t ops_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,27 +76,6 @@ static bool probe_futex_wait(struct io_uring *ring)
     return round_trip(ring, sqe) == -EAGAIN;
 }
 
-/* An epoll set holding a readable eventfd: EPOLL_WAIT must return that one event. */
-static int probe_epoll_wait(struct io_uring *ring)
-{
-    if (!opcode_known(ring, EVLOOP__OP_EPOLL_WAIT))
-        return EOPNOTSUPP;
-    int epfd = epoll_create1(EPOLL_CLOEXEC), efd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = PROBE_TAG}, got[2] = {{0}};
-    int err = epfd < 0 || efd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) < 0 ? errno : 0;
-    if (!err) {
-        struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-        evloop__uring_prep_epoll_wait(sqe, epfd, got, 2);
-        int r = round_trip(ring, sqe);
-        err = r < 0 ? -r : r != 1 || got[0].data.u64 != PROBE_TAG ? EPROTO : 0;
-    }
-    if (efd >= 0)
-        close(efd);
-    if (epfd >= 0)
-        close(epfd);
-    return err;
-}
-
 /* Fills *out from a ring of its own the first time it can be set up; a refusal (seccomp,
  * EMFILE) is not remembered, so it is asked again next time. Returns 0 or -errno. */
 static int kernel_ops(struct kernel_ops *out)
@@ -114,7 +87,6 @@ static int kernel_ops(struct kernel_ops *out)
         r = io_uring_queue_init(4, &ring, 0);
         if (r == 0) {
             ops_found.futex_wait = probe_futex_wait(&ring);
-            ops_found.epoll_wait = probe_epoll_wait(&ring);
             ops_found.known = true;
             io_uring_queue_exit(&ring);
         }
@@ -153,16 +125,7 @@ bool evloop__uring_can_wait_on_word(void)
     return kernel_ops(&k) == 0 && k.futex_wait && private_futex_hash_ready();
 }
 
-int evloop__uring_check_epoll_wait(void)
-{
-    struct kernel_ops k;
-    int r = kernel_ops(&k);
-    if (r < 0)
-        return evloop__backend_refused("io_uring_setup", -r);
-    return k.epoll_wait ? evloop__backend_refused("IORING_OP_EPOLL_WAIT", k.epoll_wait) : 0;
-}
-
-/* ---- the rings ---------------------------------------------------------------------------- */
+/* ---- the ring ----------------------------------------------------------------------------- */
 
 static bool under_valgrind(void)
 {
@@ -204,12 +167,14 @@ static int setup(struct io_uring *ring, unsigned flags, unsigned sq, unsigned cq
     return 0;
 }
 
-int evloop__uring_start_ewait(struct io_uring *ring, unsigned sq_entries, unsigned cq_entries)
+int evloop__uring_start(struct io_uring *ring, unsigned sq_entries, unsigned cq_entries)
 {
     /* Completions are task work: COOP_TASKRUN (5.19) runs it at the loop thread's next entry
      * into the kernel instead of interrupting the thread (an IPI) for each; TASKRUN_FLAG says
      * when it is pending, so io_uring_peek_batch_cqe enters to run it. A ring server spends
-     * ~20% less CPU per request with it here (docs/design.md, "Backends"). */
+     * ~20% less CPU per request with it here (docs/design.md, "Backends"). SUBMIT_ALL
+     * (5.18: an SQE that fails does not hold back those queued after it) sets the oldest
+     * kernel: an older one refuses both setups with EINVAL (test_fallback.c plays that). */
     unsigned features = 0, coop = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     int r = setup(ring, coop, sq_entries, cq_entries, &features);
     if (r < 0 && refused_with(EINVAL))
@@ -218,36 +183,5 @@ int evloop__uring_start_ewait(struct io_uring *ring, unsigned sq_entries, unsign
         io_uring_queue_exit(ring);
         r = evloop__backend_refused("io_uring features", ENOSYS);
     }
-    return r;
-}
-
-/* The multishot scheme needs overflowing CQEs kept (NODROP), timed waits without a timeout SQE
- * (EXT_ARG, so the loop alone touches the SQ), CQE_SKIP_SUCCESS, and synchronous cancels. */
-static int probe_multishot(struct io_uring *ring, unsigned features)
-{
-    unsigned need = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG | IORING_FEAT_CQE_SKIP;
-    if ((features & need) != need)
-        return evloop__backend_refused("io_uring features", ENOSYS);
-    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-    io_uring_prep_nop(sqe);
-    int r = round_trip(ring, sqe);
-    if (r != 0)
-        return evloop__backend_refused("io_uring NOP", r < 0 ? -r : EIO);
-    struct io_uring_sync_cancel_reg none = {.addr = PROBE_UDATA, .timeout = {-1, -1}};
-    r = io_uring_register_sync_cancel(ring, &none);
-    if (r != -ENOENT)
-        return evloop__backend_refused("IORING_REGISTER_SYNC_CANCEL", r < 0 ? -r : EIO);
-    return 0;
-}
-
-int evloop__uring_start(struct io_uring *ring)
-{
-    unsigned features = 0;
-    int r = setup(ring, 0, SQ_ENTRIES, evloop__uring_cq_entries(1024), &features);
-    if (r < 0)
-        return r;
-    r = probe_multishot(ring, features);
-    if (r < 0)
-        io_uring_queue_exit(ring);
     return r;
 }

@@ -1,7 +1,9 @@
-/* Native completion operations of backend "io_uring" (ewait.c): accept, recv and send as SQEs,
+/* Native completion operations of backend "io_uring" (io_uring.c): accept, recv and send as SQEs,
  * submitted with the next wait's enter, their CQEs turned into the reports backend.h's
  * contract asks for ({tag = the op, events = EVLOOP__EV_OP, res}), and cancel as an
  * ASYNC_CANCEL SQE keyed by the op. The core finishes short sends and keeps the order.
+ * Kernels: all of it is older than the ring's Linux 5.18 (probe.c): ACCEPT 5.5, SEND and
+ * RECV 5.6, IOSQE_CQE_SKIP_SUCCESS 5.17.
  *
  * Traps of the OS API:
  *  a. An accept, recv or send on a socket with nothing to do arms an internal poll and
