@@ -1,0 +1,34 @@
+#!/bin/sh
+# Packs what bench/many_cores/run.sh needs into one folder that runs on a machine without
+# packages: the bench binaries of a Release build, wrk, and every shared library they load,
+# the dynamic loader included (the programs are started through it, so the target's own
+# libc, if any, is not used). Optionally an older build's ops server, for an A/B.
+#
+#   bench/many_cores/make_kit.sh BUILD KIT [BEFORE_BUILD]
+#     BUILD         a build folder with -DCMAKE_BUILD_TYPE=Release -DEVLOOP_BUILD_BENCH=ON
+#     KIT           the folder to write (replaced)
+#     BEFORE_BUILD  another such build: its net_server_evloop_ops goes in as
+#                   net_server_evloop_ops_before
+set -eu
+build=$1
+kit=$2
+before=${3:-}
+command -v wrk >/dev/null || { echo "make_kit: wrk not found (apt-get install wrk)" >&2; exit 1; }
+rm -rf "$kit"
+mkdir -p "$kit/bin" "$kit/lib"
+for b in bench/evloop_bench bench/net/net_server_evloop bench/net/net_server_evloop_ops \
+         bench/net/net_server_libev bench/net/net_server_libuv; do
+    [ -x "$build/$b" ] || { echo "make_kit: $build/$b not built" >&2; exit 1; }
+    cp "$build/$b" "$kit/bin/"
+done
+cp "$(command -v wrk)" "$kit/bin/"
+if [ -n "$before" ]; then
+    cp "$before/bench/net/net_server_evloop_ops" "$kit/bin/net_server_evloop_ops_before"
+fi
+for b in "$kit"/bin/*; do
+    ldd "$b" | awk '/=>/ { print $3 } /ld-linux/ { print $1 }'
+done | sort -u | while read -r lib; do
+    cp -L "$lib" "$kit/lib/"
+done
+cp "$(dirname "$0")/run.sh" "$kit/"
+echo "make_kit: $kit ($(du -sh "$kit" | cut -f1)); run it there as: OUT=DIR $kit/run.sh"

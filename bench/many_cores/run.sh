@@ -1,0 +1,48 @@
+#!/bin/bash
+# The many-core figures, from a kit made by make_kit.sh (run from anywhere; writes
+# $OUT/all.txt): the network family's HTTP servers at 1000 connections under wrk (the
+# server pinned to CPU 1, wrk with 8 threads on CPUs 4-11; the ops server on io_uring before
+# and after, when the kit has the older one), three interleaved rounds, then the hand-off
+# families of the bench (MultiProducer, MultiProducerContention, PingPong, BurstSubmit) for
+# every system, 3 repetitions. Knobs: ROUNDS (3), DUR (s per wrk run, 3), CLI_CPUS (4-11),
+# BENCH (1: run the bench families).
+set -u
+K=$(cd "$(dirname "$0")" && pwd)
+L=$K/lib
+run() { "$L/ld-linux-x86-64.so.2" --library-path "$L" "$@"; }
+exec >"$OUT/all.txt" 2>&1
+ulimit -n 100000 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+echo "== machine: $(nproc) CPUs, $(uname -r), $(grep -m1 'model name' /proc/cpuinfo)"
+echo "== fd limit $(ulimit -n), load $(cat /proc/loadavg)"
+port=9100
+net() { # label binary args...
+    local label=$1 bin=$2
+    shift 2
+    port=$((port + 1))
+    taskset -c 1 "$L/ld-linux-x86-64.so.2" --library-path "$L" "$K/bin/$bin" --port $port "$@" \
+        >/dev/null 2>&1 &
+    local pid=$!
+    sleep 0.4
+    echo "== net $label round $r"
+    taskset -c "${CLI_CPUS:-4-11}" "$L/ld-linux-x86-64.so.2" --library-path "$L" "$K/bin/wrk" \
+        -t8 -c1000 -d"${DUR:-3}"s --timeout 2s --latency "http://127.0.0.1:$port/" 2>&1 |
+        grep -E "Requests/sec|Socket errors|Non-2xx|  99%|  50%|requests in"
+    kill $pid
+    wait $pid 2>/dev/null
+}
+for r in $(seq 1 "${ROUNDS:-3}"); do
+    [ -x "$K/bin/net_server_evloop_ops_before" ] &&
+        net ops-before/io_uring net_server_evloop_ops_before --backend io_uring
+    net ops/io_uring net_server_evloop_ops --backend io_uring
+    net ops/epoll net_server_evloop_ops --backend epoll
+    net readiness/epoll net_server_evloop --backend epoll
+    net readiness/io_uring net_server_evloop --backend io_uring
+    net libev net_server_libev
+    net libuv net_server_libuv
+done
+[ "${BENCH:-1}" = 1 ] || exit 0
+echo "== bench"
+timeout 300 "$L/ld-linux-x86-64.so.2" --library-path "$L" "$K/bin/evloop_bench" \
+    --benchmark_filter='^(MultiProducer|MultiProducerContention|PingPong|BurstSubmit)/' \
+    --benchmark_repetitions=3 --benchmark_min_time=0.2 --benchmark_report_aggregates_only=true
+echo "== end, load $(cat /proc/loadavg)"
