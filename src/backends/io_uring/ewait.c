@@ -61,6 +61,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backends/epoll/epoll_embed.h"
 #include "backends/epoll/epoll_events.h"
 #include "backends/epoll/epoll_wait.h"
 #include "common.h"
@@ -98,7 +99,8 @@ struct ewait {
     uint64_t gen;
     pthread_t armed_by;
     pthread_mutex_t lock;     /* pollset */
-    int pollset;              /* evloop_backend_fd's set: epfd and the ring's fd; -1 until asked */
+    int pollset;              /* epfd and the ring's fd, nested in embed; -1 until asked */
+    struct evloop__pollable embed; /* evloop_backend_fd's, once made (epoll_embed.h) */
     atomic_bool futex_armed;  /* also read by remove and destroy */
     atomic_bool wake_pending; /* word mode: wake() asked the next wait not to block */
     struct epoll_event events[MAX_REPORTS];
@@ -394,6 +396,7 @@ static int ew_wake(void *state)
 
 static void free_state(struct ewait *s)
 {
+    evloop__epoll_embed_close(&s->embed);
     if (s->pollset >= 0)
         close(s->pollset);
     if (s->efd >= 0)
@@ -431,6 +434,7 @@ static int ew_init(void **out, _Atomic uint32_t *word, unsigned *caps)
         return -ENOMEM;
     s->word = word;
     s->efd = s->pollset = -1;
+    evloop__epoll_embed_clear(&s->embed);
     pthread_mutex_init(&s->lock, NULL);
     s->epoll_wait = epoll_wait;
     s->armed_by = pthread_self();
@@ -473,11 +477,10 @@ static int ew_op_cancel(void *state, struct evloop__op *op)
     return r;
 }
 
-/* Any thread: a set readable when an fd is ready or a CQE waits (trap i), made at the first
- * call (nesting the set costs every readiness event a wake-up more). Without one, the set. */
-static int ew_pollable_fd(void *state)
+/* A set readable when an fd is ready or a CQE waits (trap i), made at the first call
+ * (nesting the set costs every readiness event a wake-up more). Without one, the set. */
+static int own_pollable_fd(struct ewait *s)
 {
-    struct ewait *s = state;
     pthread_mutex_lock(&s->lock);
     if (s->pollset < 0) {
         int fd = epoll_create1(EPOLL_CLOEXEC);
@@ -492,6 +495,22 @@ static int ew_pollable_fd(void *state)
     int fd = s->pollset >= 0 ? s->pollset : s->epfd;
     pthread_mutex_unlock(&s->lock);
     return fd;
+}
+
+/* evloop_backend_fd: a set of its own (epoll_embed.h), which own_pollable_fd(), made now,
+ * joins while the core has it watch. */
+static int ew_pollable_fd(void *state, struct evloop__pollable *out)
+{
+    struct ewait *s = state;
+    own_pollable_fd(s);
+    return evloop__epoll_embed_open(&s->embed, out);
+}
+
+/* The core's park, after pollable_fd returned (so pollset is read without the lock). */
+static int ew_pollable_watch(void *state, bool on)
+{
+    struct ewait *s = state;
+    return evloop__epoll_embed_watch(&s->embed, s->pollset >= 0 ? s->pollset : s->epfd, on);
 }
 
 static const char *ew_describe(const void *state)
@@ -512,6 +531,7 @@ const struct evloop__backend evloop__uring_ewait = {
     .wake = ew_wake,
     .describe = ew_describe,
     .pollable_fd = ew_pollable_fd,
+    .pollable_watch = ew_pollable_watch,
     .op_start = ew_op_start,
     .op_cancel = ew_op_cancel,
 };
