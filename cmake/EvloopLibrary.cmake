@@ -31,23 +31,30 @@ if(EVLOOP_WAKE STREQUAL "auto")
     endif()
 endif()
 
+# In the layers of docs/design.md ("Layers inside the core"), top first.
 set(EVLOOP_CORE_SOURCES
-    src/core/loop.c
+    src/core/lifecycle.c
+    src/core/run_once.c
+    src/core/run.c
     src/core/tick.c
-    src/core/submit.c
-    src/core/sleep.c
-    src/core/barrier.c
-    src/core/callback.c
-    src/core/timer.c
-    src/core/io.c
+    src/core/tick_poll.c
+    src/core/embed_fd.c
+    src/core/hooks.c
+    src/core/signals.c
     src/core/ops.c
     src/core/ops_emulate.c
+    src/core/io.c
+    src/core/timer.c
+    src/core/submit.c
+    src/core/callback.c
+    src/core/release.c
+    src/core/state.c
+    src/core/sleep.c
+    src/core/barrier.c
     src/core/backend.c
     src/core/error.c
     src/core/profile.c
     src/core/autotune.c
-    src/core/embed.c
-    src/core/signal.c
     src/core/wake_${EVLOOP_WAKE}.c)
 
 set(EVLOOP_BACKENDS)

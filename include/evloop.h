@@ -262,7 +262,7 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out);
 EVLOOP_API uint64_t evloop_now_ns(void);
 
 /* ---- embedding: driving the loop from your own thread or from another loop, signals, hooks,
- * timer restart, release notification, version (issue 13) ---- */
+ * timer restart, release notification, version ---- */
 
 #define EVLOOP_VERSION_MAJOR 0
 #define EVLOOP_VERSION_MINOR 1
@@ -302,10 +302,11 @@ EVLOOP_API int evloop_run_once(evloop *loop, int64_t timeout_ns);
  * evloop_run_once; after the loop has terminated it stays readable (evloop_run_once then
  * returns -ESHUTDOWN): take it out of the outer loop before evloop_free, which closes it.
  * The same fd for the loop's life, created on the first call of this or
- * evloop_backend_timeout_ns (from then on evloop_run_once arms it before it returns). Linux
- * (an epoll fd; it can be nested in another epoll). Any thread. Returns the fd, -EINVAL
- * (NULL), -ENOTSUP (not Linux, or the loop's backend offers no pollable fd), or the -errno of
- * creating it (-EMFILE). */
+ * evloop_backend_timeout_ns (from then on evloop_run_once arms it before it returns). An
+ * epoll fd on the epoll and io_uring backends (it can be nested in another epoll), a kqueue
+ * fd on kqueue (it can be watched by another kqueue). Any thread. Returns the fd, -EINVAL
+ * (NULL), -ENOTSUP (the loop's backend offers no pollable fd; kqueue under libkqueue, whose
+ * kqueue fd cannot be polled), or the -errno of creating it (-EMFILE). */
 EVLOOP_API int evloop_backend_fd(const evloop *loop);
 
 /* How long an outer loop may block before calling evloop_run_once: -1 (no timer: until

@@ -6,6 +6,7 @@
 #define EVLOOP_BACKEND_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,20 @@ struct evloop__op_desc {
 };
 #define EVLOOP__EV_OP 0x80000000u /* in evloop__io_event.events: an op's completion */
 
+/* The embedding fd of evloop_backend_fd, made by a backend's pollable_fd (below): a set
+ * of the system's poller that the program polls from a loop of its own. Its fds belong to
+ * the backend, which closes them in destroy.
+ *  fd:       what evloop_backend_fd returns. It polls readable while wake_fd has been
+ *            written and not drained since, and, while pollable_watch has put wait()'s
+ *            readiness in, while wait() has something to report or a wake is pending.
+ *  wake_fd:  write(2) of 8 bytes makes fd readable (EAGAIN: it is already); a bare syscall,
+ *            so a signal handler may make it (sleep.c).
+ *  drain_fd: one read(2) of up to 64 bytes takes what the writes left (the same fd as
+ *            wake_fd for an eventfd; a pipe's read end otherwise). */
+struct evloop__pollable {
+    int fd, wake_fd, drain_fd;
+};
+
 enum {
     /* wait() also returns when the loop's sleep word is woken by evloop__waker_wake(),
      * so the loop sleeps in the poller with EVLOOP__SLEEP_WORD and producers wake it
@@ -87,10 +102,14 @@ struct evloop__backend {
     /* Optional: what runs, when one implementation has several ways (evloop_stats's
      * backend_reason); NULL: backend.c's table says it. */
     const char *(*describe)(const void *state);
-    /* Optional (NULL: none, and evloop_backend_fd is -ENOTSUP): an fd that polls readable
-     * while wait() has something to report, or a wake is pending. embed.c puts it in
-     * evloop_backend_fd's epoll set while fds are registered. Any thread. */
-    int (*pollable_fd)(void *state);
+    /* Optional, both or neither (NULL: evloop_backend_fd is -ENOTSUP): the embedding fd
+     * (struct evloop__pollable above). pollable_fd makes it into *out, once per loop, on any
+     * thread (the core serialises the calls); returns 0, -ENOTSUP (this system cannot poll
+     * such an fd) or another -errno. pollable_watch puts wait()'s readiness into that fd
+     * (on) or takes it out; loop thread, never concurrently with wait(); returns 0 or
+     * -errno. destroy closes the fds. */
+    int (*pollable_fd)(void *state, struct evloop__pollable *out);
+    int (*pollable_watch)(void *state, bool on);
     /* Optional, both or neither (see "completion operations" above); NULL: the core
      * emulates ops with readiness. Loop thread. op_start: starts op as d describes (d is
      * only read during the call); returns 0 (one report will come) or -errno (none will;

@@ -1,7 +1,7 @@
-/* Running callbacks: every callback (task, timer, fd) is followed by the microtasks it
- * queued, before anything else runs. tick.c, timer.c and io.c call these; this file calls
- * none of them, so the three stay free of each other. */
-#include "loop.h"
+/* Running callbacks: every callback (task, timer, fd, op, signal, hook) is followed by the
+ * microtasks it queued, before anything else runs. The tick and every subsystem that holds
+ * callbacks call these; this file calls none of them (callback.h). */
+#include "callback.h"
 
 #define MICROTASK_BUDGET 1024 /* microtasks per drain point: a storm cannot starve the loop */
 

@@ -1,20 +1,23 @@
-/* Fd readiness: the fd table (fd -> callback, generation) under io_lock, the public
- * evloop_io_* calls, and dispatch of what the backend reports. Each registration gets a
- * new generation carried in the backend tag, so readiness reported for a removed (or
- * removed and re-added) fd is dropped: no callback starts after evloop_io_remove().
- * Registering the first fd or removing the last switches the loop between futex sleep
- * and poller sleep; from another thread that change wakes the loop (evloop__sleep_kick). */
+/* Fd readiness: the fd table (fd -> callback, generation) under io_lock, its one owner; the
+ * public evloop_io_* calls, and the callbacks of what the backend reports for a registered fd
+ * (tick_poll.c hands each report here or to ops.c). Each registration gets a new generation
+ * carried in the backend tag, so readiness reported for a removed (or removed and re-added)
+ * fd is dropped: no callback starts after evloop_io_remove(). Registering the first fd or
+ * removing the last switches the loop between futex sleep and poller sleep; from another
+ * thread that change wakes the loop (evloop__sleep_kick). */
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 
-#include "loop.h"
+#include "callback.h"
+#include "io.h"
+#include "release.h"
 
 #define IO_EVENTS_IN (EVLOOP_READABLE | EVLOOP_WRITABLE)
 
 static void wait_dispatch_done(evloop *loop, int fd);
 
-/* The generation keeps below bit 63, which marks the tags of ops (ops.h). */
+/* The generation keeps below bit 63, which marks the tags of ops (state_ops.h). */
 #define GEN_MASK 0x7fffffffu
 
 static uint64_t make_tag(int fd, uint32_t gen)
@@ -86,7 +89,7 @@ EVLOOP_API int evloop_io_add(evloop *loop, int fd, unsigned events, evloop_io_cb
     if (r == 0 && loop->fds[fd].active)
         r = -EEXIST;
     if (r == 0)
-        r = evloop__ops_claim_fd(loop, fd); /* -EBUSY while operations are pending on fd */
+        r = loop->fd_claim(loop, fd); /* ops.c: -EBUSY while operations are pending on fd */
     if (r == 0) {
         struct evloop__fd *e = &loop->fds[fd];
         r = loop->backend->add(loop->backend_state, fd, events, make_tag(fd, e->gen + 1));
@@ -156,7 +159,7 @@ EVLOOP_API int evloop_io_remove(evloop *loop, int fd)
  * completion); the caller must not hold anything that callback waits for. */
 static void wait_dispatch_done(evloop *loop, int fd)
 {
-    /* acquire: pairs with the release store of -1 in evloop__dispatch_io(). */
+    /* acquire: pairs with the release store of -1 in evloop__io_dispatch(). */
     while (atomic_load_explicit(&loop->dispatch_fd, memory_order_acquire) == fd)
         sched_yield();
 }
@@ -183,49 +186,66 @@ static bool lookup(evloop *loop, const struct evloop__io_event *ev, evloop_io_cb
     return live;
 }
 
-int evloop__wait_io(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev)
+bool evloop__io_has_fd(const evloop *loop, int fd)
 {
-    if (loop->ops.sim_head) /* reports held back by a test mode of ops (ops.h) */
-        return evloop__ops_sim_wait(loop, timeout_ns, ev, EVLOOP__IO_EVENTS_MAX);
-    return loop->backend->wait(loop->backend_state, timeout_ns, ev, EVLOOP__IO_EVENTS_MAX);
+    return fd >= 0 && fd < loop->fds_cap && loop->fds[fd].active;
 }
 
-void evloop__dispatch_io(evloop *loop, const struct evloop__io_event *ev, int n)
+void evloop__io_dispatch(evloop *loop, const struct evloop__io_event *ev)
 {
-    for (int i = 0; i < n; i++) {
-        evloop_io_cb cb;
-        void *arg;
-        unsigned events;
-        if (evloop__ops_owns(&ev[i])) { /* a completion operation's (ops.c) */
-            evloop__ops_dispatch(loop, &ev[i]);
-            continue;
-        }
-        /* Looked up one at a time: an earlier callback may have removed this fd. */
-        if (!lookup(loop, &ev[i], &cb, &arg, &events))
-            continue;
-        cb(arg, (int)(uint32_t)ev[i].tag, events);
-        /* release: pairs with the acquire in wait_dispatch_done(). */
-        atomic_store_explicit(&loop->dispatch_fd, -1, memory_order_release);
-        evloop__count(&loop->stats.io_callbacks, 1);
-        evloop__drain_microtasks(loop);
+    evloop_io_cb cb;
+    void *arg;
+    unsigned events;
+    /* Looked up one at a time: an earlier callback may have removed this fd. */
+    if (!lookup(loop, ev, &cb, &arg, &events))
+        return;
+    cb(arg, (int)(uint32_t)ev->tag, events);
+    /* release: pairs with the acquire in wait_dispatch_done(). */
+    atomic_store_explicit(&loop->dispatch_fd, -1, memory_order_release);
+    evloop__count(&loop->stats.io_callbacks, 1);
+    evloop__drain_microtasks(loop);
+}
+
+/* At termination, before the table is dropped: each fd still registered is removed
+ * through evloop_io_remove, one at a time with io_lock released, and its argument goes to
+ * the release notification, unless another thread's evloop_io_remove got it first. */
+static void release_fd_args(evloop *loop)
+{
+    for (int fd = 0;; fd++) {
+        pthread_mutex_lock(&loop->io_lock);
+        while (fd < loop->fds_cap && !loop->fds[fd].active)
+            fd++;
+        bool found = fd < loop->fds_cap;
+        void *arg = found ? loop->fds[fd].arg : NULL;
+        pthread_mutex_unlock(&loop->io_lock);
+        if (!found)
+            return;
+        if (evloop_io_remove(loop, fd) == 0)
+            evloop__released(loop, arg);
     }
-}
-
-int evloop__poll_io(evloop *loop, int64_t timeout_ns)
-{
-    struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
-    int n = evloop__wait_io(loop, timeout_ns, ev);
-    if (n > 0)
-        evloop__dispatch_io(loop, ev, n);
-    return n < 0 ? n : 0;
 }
 
 void evloop__release_fds(evloop *loop)
 {
+    release_fd_args(loop);
     pthread_mutex_lock(&loop->io_lock);
     for (int fd = 0; fd < loop->fds_cap; fd++)
         if (loop->fds[fd].active)
             drop_fd(loop, fd);
     atomic_store(&loop->nfds, 0);
     pthread_mutex_unlock(&loop->io_lock);
+}
+
+void evloop__io_init(evloop *loop)
+{
+    pthread_mutex_init(&loop->io_lock, NULL);
+    atomic_init(&loop->dispatch_fd, -1);
+}
+
+void evloop__io_destroy(evloop *loop)
+{
+    free(loop->fds);
+    loop->fds = NULL;
+    loop->fds_cap = 0;
+    pthread_mutex_destroy(&loop->io_lock);
 }

@@ -9,8 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "loop.h"
+#include "callback.h"
+#include "io.h"
 #include "ops.h"
+#include "ops_emulate.h"
 
 #define OP_CACHE_MAX 256           /* completed ops the loop thread keeps for reuse */
 #define REAP_WAIT_NS 100000000     /* stop: one wait for native results, 100 ms */
@@ -229,7 +231,8 @@ static void sim_queue(evloop *loop, struct evloop__op *op, int64_t res)
     o->sim_tail = op;
 }
 
-void evloop__emu_result(evloop *loop, struct evloop__op *op, int64_t res)
+/* The emulation's way back for a result (ops_emulate.h). */
+static void emu_result(evloop *loop, struct evloop__op *op, int64_t res)
 {
     if (loop->ops.mode == EVLOOP__OPS_NATIVE_SIM)
         sim_queue(loop, op, res);
@@ -411,11 +414,6 @@ void evloop__ops_result(evloop *loop, struct evloop__op *op, int64_t res)
 
 /* ---- linking a new op ------------------------------------------------------------------ */
 
-static bool io_has_fd(evloop *loop, int fd)
-{
-    return fd < loop->fds_cap && loop->fds[fd].active;
-}
-
 /* Under io_lock: the checks of a first op on an fd (nothing pending on it): a socket, and
  * for accept one that listens. One syscall per fd that becomes busy, not per op. */
 static int check_socket(int fd, int kind)
@@ -449,7 +447,7 @@ static int link_op(evloop *loop, struct evloop__op *op, struct evloop__ofd **out
     struct evloop__ops *o = &loop->ops;
     if (stopping(loop))
         return -ESHUTDOWN;
-    if (io_has_fd(loop, op->fd))
+    if (evloop__io_has_fd(loop, op->fd))
         return -EBUSY;
     struct evloop__ofd *f = ofd_of(loop, op->fd);
     if (f && ((op->kind == EVLOOP__OP_ACCEPT && f->accept) ||
@@ -684,7 +682,7 @@ EVLOOP_API int evloop_op_cancel(evloop *loop, int fd)
     return r;
 }
 
-/* ---- readiness dispatch, io.c's hooks, stop -------------------------------------------- */
+/* ---- readiness dispatch (tick_poll.c), the fd claim (io.c), stop --------------------------- */
 
 void evloop__ops_dispatch(evloop *loop, const struct evloop__io_event *ev)
 {
@@ -693,7 +691,7 @@ void evloop__ops_dispatch(evloop *loop, const struct evloop__io_event *ev)
         loop->ops.inflight--;
         evloop__ops_result(loop, (struct evloop__op *)(uintptr_t)ev->tag, ev->res);
     } else {
-        evloop__emu_ready(loop, ev->tag, ev->events);
+        evloop__emu_ready(loop, ev->tag, ev->events, emu_result);
     }
     pthread_mutex_unlock(&loop->io_lock);
     run_done(loop);
@@ -724,7 +722,8 @@ static void reap_native(evloop *loop)
     struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
     uint64_t last = evloop__clock_ns();
     while (loop->ops.inflight > 0) {
-        int n = evloop__wait_io(loop, REAP_WAIT_NS, ev);
+        /* wait() of the backend, and native-sim's held-back reports (ops.h). */
+        int n = evloop__ops_sim_wait(loop, REAP_WAIT_NS, ev, EVLOOP__IO_EVENTS_MAX);
         if (n < 0 || evloop__clock_ns() - last >= REAP_GIVE_UP_NS) {
             loop->ops.inflight = 0; /* abandoned */
             return;

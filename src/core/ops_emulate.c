@@ -1,5 +1,5 @@
 /* The readiness emulation of completion operations, for backends without native ops
- * (epoll, kqueue, and io_uring until it has them): the provider seam of ops.h. A start
+ * (epoll, kqueue, and io_uring until it has them): the provider seam of ops_emulate.h. A start
  * tries the non-blocking syscall first; on EAGAIN the op waits, and its fd is registered
  * with the backend (add/modify/remove, the same calls io.c makes, under the same io_lock)
  * with a tag of its own, so io.c hands its readiness here, and evloop_io_* never sees it.
@@ -21,8 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "loop.h"
-#include "ops.h"
+#include "ops_emulate.h"
 
 #ifdef MSG_NOSIGNAL
 #define SEND_FLAGS (MSG_DONTWAIT | MSG_NOSIGNAL)
@@ -216,7 +215,8 @@ int evloop__emu_cancel(evloop *loop, struct evloop__ofd *f, struct evloop__op *o
 
 /* Tries the op waiting in *slot; when it is done, hands its result to ops.c (which may
  * start the next op of the fd, so the slot is re-read by the caller). */
-static void retry(evloop *loop, struct evloop__ofd *f, struct evloop__op **slot)
+static void retry(evloop *loop, struct evloop__ofd *f, struct evloop__op **slot,
+                  evloop__emu_result_fn result)
 {
     struct evloop__op *op = *slot;
     int64_t res = 0;
@@ -230,10 +230,10 @@ static void retry(evloop *loop, struct evloop__ofd *f, struct evloop__op **slot)
     if (!done)
         return;
     *slot = NULL;
-    evloop__emu_result(loop, op, res);
+    result(loop, op, res);
 }
 
-void evloop__emu_ready(evloop *loop, uint64_t tag, uint32_t events)
+void evloop__emu_ready(evloop *loop, uint64_t tag, uint32_t events, evloop__emu_result_fn result)
 {
     int fd = (int)(uint32_t)tag;
     struct evloop__ofd *f = fd < loop->ops.cap ? &loop->ops.fds[fd] : NULL;
@@ -241,11 +241,11 @@ void evloop__emu_ready(evloop *loop, uint64_t tag, uint32_t events)
         return; /* stale: the registration was dropped (and maybe made again) since */
     uint32_t before = waited_for(f);
     if ((events & READ_SIDE) && f->w_accept)
-        retry(loop, f, &f->w_accept);
+        retry(loop, f, &f->w_accept, result);
     if ((events & READ_SIDE) && f->w_recv)
-        retry(loop, f, &f->w_recv);
+        retry(loop, f, &f->w_recv, result);
     if ((events & WRITE_SIDE) && f->w_send)
-        retry(loop, f, &f->w_send);
+        retry(loop, f, &f->w_send, result);
     /* b: readiness nobody waited for is dropped from the registration. */
     uint32_t unwanted = events & (EVLOOP_READABLE | EVLOOP_WRITABLE) & ~before;
     if (before == 0)

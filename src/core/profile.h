@@ -1,6 +1,6 @@
 /* The limits of a saved machine profile (struct evloop_profile in evloop.h), shared by the
  * file reader and writer (profile.c), the calibration that fills one (autotune.c) and
- * evloop_new, which starts a loop from one (loop.c). */
+ * evloop_new, which starts a loop from one (lifecycle.c). */
 #ifndef EVLOOP_PROFILE_H
 #define EVLOOP_PROFILE_H
 

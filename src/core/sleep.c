@@ -12,7 +12,7 @@ int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const
     s->external_fd = -1;
     /* futex and ulock wake with one syscall; the condvar waker takes a mutex, which a signal
      * handler must not (evloop__sleep_kick_async). A loop watching a signal then sleeps in
-     * the poller (signal.c). So it does under ThreadSanitizer, which runs a handler only when
+     * the poller (signals.c). So it does under ThreadSanitizer, which runs a handler only when
      * its thread next enters a function it intercepts: epoll_wait is one, the futex wait (a
      * raw syscall) is not, and a loop woken there by a signal could re-check and sleep again
      * before the handler ran. */
@@ -39,8 +39,9 @@ static void wake(struct evloop__sleep *s, uint32_t was)
         atomic_fetch_add_explicit(&s->poller_wakes, 1, memory_order_relaxed);
         s->backend->wake(s->backend_state);
     } else if (was == EVLOOP__SLEEP_EXTERNAL) {
-        /* An eventfd (embed.c): its count stays set until evloop_run_once reads it. write(2) is
-         * async-signal-safe, as the futex wake is. EAGAIN: already readable. */
+        /* The embedding fd's wake (embed_fd.c, backend.h): it stays set until evloop_run_once
+         * drains it. write(2) is async-signal-safe, as the futex wake is. EAGAIN: already
+         * readable. */
         uint64_t one = 1;
         ssize_t n = write(s->external_fd, &one, sizeof(one));
         (void)n;
@@ -106,15 +107,15 @@ void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value,
 void evloop__sleep_park(struct evloop__sleep *s, bool (*needs_heavy)(void *), void *arg)
 {
     /* release: a waker whose exchange reads SLEEP_EXTERNAL then sees external_fd, which
-     * embed.c set before the loop thread could park. The barrier is announce's. */
+     * embed_fd.c set before the loop thread could park. The barrier is announce's. */
     atomic_store_explicit(&s->word, EVLOOP__SLEEP_EXTERNAL, memory_order_release);
     heavy_if_needed(s, needs_heavy, arg);
 }
 
-/* kick for a signal handler (signal.c), which may interrupt any thread, the loop's included,
+/* kick for a signal handler (signals.c), which may interrupt any thread, the loop's included,
  * anywhere: only atomics and wake calls that are bare syscalls (futex, ulock, write to an
  * eventfd, epoll's and io_uring's backend->wake). A SLEEP_WORD on the condvar waker is left
- * alone: its wake takes a mutex the interrupted thread may hold. signal.c keeps an fd
+ * alone: its wake takes a mutex the interrupted thread may hold. signals.c keeps an fd
  * registered on such a loop while it watches a signal, so that loop never blocks on the word
  * (the condvar waker offers no CAP_WORD_WAKE, so its poller sleeps are SLEEP_POLLER): its
  * re-check after announce (tick.c) sees the fd count and cancels such a sleep. A CAS rather

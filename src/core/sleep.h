@@ -14,9 +14,9 @@
  *   SLEEP_POLLER  | the loop (announce)               | it blocks in the poller: wake it with
  *                 |                                   | backend->wake
  *   SLEEP_EXTERNAL| the loop (park, at the end of     | no thread runs the loop; an outer
- *                 | evloop_run_once, embed.c)         | loop polls evloop_backend_fd: wake =
+ *                 | evloop_run_once, run_once.c)      | loop polls evloop_backend_fd: wake =
  *                 |                                   | write external_fd, which makes it
- *                 |                                   | readable (embed.c, issue 13)
+ *                 |                                   | readable (embed_fd.c)
  *
  *   call                    | thread     | does
  *   ------------------------+------------+-----------------------------------------------
@@ -31,7 +31,7 @@
  *   evloop__sleep_cancel    | loop       | the re-check found work: back to AWAKE
  *   evloop__sleep_finish    | loop       | after blocking: AWAKE again; true when a waker
  *                           |            | (not a timeout or an fd) ended the sleep; also
- *                           |            | ends a park when a run starts (embed.c)
+ *                           |            | ends a park when a run starts (embed_fd.c)
  *   evloop__sleep_park      | loop       | stores SLEEP_EXTERNAL (release), heavy barrier;
  *                           |            | then the loop re-checks as after announce and, if
  *                           |            | it finds work, notifies itself (tick.c)
@@ -68,7 +68,7 @@ struct evloop__sleep {
     struct evloop__waker *waker;
     const struct evloop__backend *backend; /* set once the backend is open */
     void *backend_state;
-    int external_fd; /* SLEEP_EXTERNAL's wake: set once by embed.c before the first park */
+    int external_fd; /* SLEEP_EXTERNAL's wake: set once by embed_fd.c before the first park */
     bool word_wake_async_safe; /* the waker's wake is a bare syscall (not condvar) */
     bool signals_want_poller;  /* a loop watching a signal should sleep in the poller */
     /* Written by threads that change what the loop waits for, and by wakers. */

@@ -1,16 +1,9 @@
 /* How work enters a loop: evloop_submit, evloop_submit_batch, evloop_submit_internal and
  * evloop_queue_microtask. From the loop thread, work goes into loop-thread queues (no
  * atomics, no wake); from any other thread it is pushed into an ingress queue, then
- * evloop__sleep_notify() wakes the loop only if it announced sleep (sleep.h). */
-#include <pthread.h>
-
-#include "loop.h"
-
-bool evloop__on_loop_thread(const evloop *loop)
-{
-    /* relaxed: only the loop thread itself can find its own id here. */
-    return atomic_load_explicit(&loop->owner, memory_order_relaxed) == (uintptr_t)pthread_self();
-}
+ * evloop__sleep_notify() wakes the loop only if it announced sleep (sleep.h). Stop closes
+ * the way in (evloop__stop): a racing submit is either accepted and run or refused. */
+#include "submit.h"
 
 /* A refusal is final: once any push was refused, stopping is visible here (it is set
  * before the queues are closed, and close orders it before the refusal), so a later push
@@ -18,7 +11,7 @@ bool evloop__on_loop_thread(const evloop *loop)
 static int push_and_notify(evloop *loop, struct evloop__ingress *q,
                            const struct evloop_task *tasks, size_t n)
 {
-    /* acquire: pairs with the seq_cst exchange of stopping in evloop_stop(). */
+    /* acquire: pairs with the seq_cst exchange of stopping in evloop__stop(). */
     if (atomic_load_explicit(&loop->stopping, memory_order_acquire))
         return -ESHUTDOWN;
     int r = n == 1 ? evloop__ingress_push(q, tasks[0].cb, tasks[0].arg)
@@ -93,4 +86,16 @@ EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg)
         return evloop__taskq_push(&loop->micro, cb, arg);
     struct evloop_task t = {cb, arg};
     return push_and_notify(loop, loop->remote_micro, &t, 1);
+}
+
+void evloop__stop(evloop *loop)
+{
+    if (atomic_exchange(&loop->stopping, true))
+        return;
+    evloop__ingress_close(loop->external);
+    evloop__ingress_close(loop->internal);
+    evloop__ingress_close(loop->remote_micro);
+    /* seq_cst: pairs with the load of closed in run_until_drained() (run.c). */
+    atomic_store(&loop->closed, true);
+    evloop__sleep_kick(&loop->sleep);
 }

@@ -3,11 +3,16 @@
  * within the batch budget, then poll or sleep (spinning first) and run fd callbacks.
  * The microtask queue is drained after every callback (callback.c). prepare_sleep()
  * decides when to sleep and re-checks every queue between the announce and the block of
- * the sleep protocol (sleep.h). Embedding (issue 13): watched signals run after the
- * timers, hooks around the wait; evloop_run_once (embed.c) runs the two halves of a tick
- * itself (evloop__tick_ready, evloop__tick_wait, with a bound on the wait) and parks the
- * loop with evloop__park() between its calls. */
-#include "loop.h"
+ * the sleep protocol (sleep.h). Watched signals run after the timers, hooks around the
+ * wait; evloop_run_once (run_once.c) runs the two halves of a tick itself
+ * (evloop__tick_ready, evloop__tick_wait, with a bound on the wait) and parks the loop with
+ * evloop__park() between its calls. A driver: it calls the subsystems, which never call it. */
+#include "callback.h"
+#include "hooks.h"
+#include "signals.h"
+#include "tick.h"
+#include "tick_poll.h"
+#include "timer.h"
 
 #define FENCE_INTERVAL_NS 1000000 /* heavy barriers a busy loop makes for idle lanes */
 #define CHASE_PAUSES 128 /* pause rounds the loop lets producers get ahead at most */
@@ -222,7 +227,7 @@ static bool needs_heavy(void *arg)
 
 static bool sleep_cancelled(evloop *loop, uint32_t epoch, bool poller)
 {
-    return evloop__has_work(loop) || evloop__signals_pending(&loop->embed) ||
+    return evloop__has_work(loop) || evloop__signals_pending(loop) ||
            atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
            evloop__sleep_epoch(&loop->sleep) != epoch ||
            (atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0) != poller;
@@ -277,10 +282,10 @@ static int64_t wait_timeout(evloop *loop, uint64_t now, uint64_t cap_end)
 static int wait_for_work(evloop *loop, int64_t max_wait_ns)
 {
     bool poller = atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0;
-    if (evloop__has_work(loop) || evloop__signals_pending(&loop->embed))
+    if (evloop__has_work(loop) || evloop__signals_pending(loop))
         return poller ? evloop__poll_io(loop, 0) : 0;
     if (loop->auto_exit && !poller && !evloop__has_timers(loop) &&
-        !evloop__signals_watched(&loop->embed))
+        !evloop__signals_watched(loop))
         return 0; /* nothing left: evloop_run() stops the loop instead of sleeping */
     uint32_t epoch = evloop__sleep_epoch(&loop->sleep);
     uint64_t now = evloop__clock_ns();
@@ -296,15 +301,15 @@ static int wait_for_work(evloop *loop, int64_t max_wait_ns)
 }
 
 /* Waits for work (at most max_wait_ns; -1: no bound but the timers) and runs fd callbacks,
- * with the PREPARE hooks before and the CHECK hooks after (embed.c). */
+ * with the PREPARE hooks before and the CHECK hooks after (hooks.c). */
 static int poll_or_sleep(evloop *loop, int64_t max_wait_ns)
 {
     if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
         return 0; /* shutdown drains tasks only: no fd callbacks, no timers, no hooks */
-    if (evloop__hooks_any(&loop->embed, EVLOOP_HOOK_PREPARE))
+    if (evloop__hooks_any(loop, EVLOOP_HOOK_PREPARE))
         evloop__run_hooks(loop, EVLOOP_HOOK_PREPARE);
     int r = wait_for_work(loop, max_wait_ns);
-    if (evloop__hooks_any(&loop->embed, EVLOOP_HOOK_CHECK))
+    if (evloop__hooks_any(loop, EVLOOP_HOOK_CHECK))
         evloop__run_hooks(loop, EVLOOP_HOOK_CHECK);
     return r;
 }
@@ -315,7 +320,7 @@ void evloop__tick_ready(evloop *loop)
     loop->now = evloop__clock_ns();
     if (!atomic_load_explicit(&loop->stopping, memory_order_relaxed)) {
         evloop__run_timers(loop);
-        if (evloop__signals_pending(&loop->embed))
+        if (evloop__signals_pending(loop))
             evloop__run_signals(loop);
     }
     run_local(loop);
@@ -335,8 +340,8 @@ int evloop__tick(evloop *loop)
 
 /* evloop_run_once is about to return with evloop_backend_fd in use: the loop parks on
  * SLEEP_EXTERNAL, where a producer's notify makes that fd readable (sleep.h). The same
- * announce and re-check as prepare_sleep(); poller says whether embed.c put the backend's
- * fd in that fd's set. When the re-check finds anything, the loop notifies itself as a
+ * announce and re-check as prepare_sleep(); poller says whether embed_fd.c put wait()'s
+ * readiness in that fd. When the re-check finds anything, the loop notifies itself as a
  * producer would, so the fd is readable and the outer loop calls evloop_run_once again. */
 void evloop__park(evloop *loop, bool poller)
 {

@@ -4,10 +4,12 @@
  * from a fresh CLOCK_MONOTONIC read, so a timer never fires early. Interval timers are
  * re-armed from their previous deadline, not from "now" (missed periods are skipped). Start and
  * cancel are O(log n) in the number of timers; the slab grows by doubling and is reused.
- * evloop_timer_again (issue 13) moves a live timer to a new deadline in place, O(log n). */
+ * evloop_timer_again moves a live timer to a new deadline in place, O(log n). */
 #include <stdlib.h>
 
-#include "loop.h"
+#include "callback.h"
+#include "release.h"
+#include "timer.h"
 
 #define NO_HEAP UINT32_MAX
 #define NO_SLOT UINT32_MAX
@@ -254,7 +256,7 @@ bool evloop__has_timers(evloop *loop)
 }
 
 /* At termination: every timer left is dropped, and its argument goes to the release
- * notification (embed.c), called with the lock released: it may call any evloop_*. */
+ * notification (release.c), called with the lock released: it may call any evloop_*. */
 void evloop__release_timers(evloop *loop)
 {
     for (;;) {
@@ -275,10 +277,18 @@ void evloop__release_timers(evloop *loop)
     }
 }
 
-void evloop__destroy_timers(evloop *loop)
+void evloop__timers_init(evloop *loop)
+{
+    pthread_mutex_init(&loop->timer_lock, NULL);
+    loop->free_timer = NO_SLOT;
+    atomic_init(&loop->next_deadline, UINT64_MAX);
+}
+
+void evloop__timers_destroy(evloop *loop)
 {
     free(loop->timers);
     free(loop->heap);
     loop->timers = NULL;
     loop->heap = NULL;
+    pthread_mutex_destroy(&loop->timer_lock);
 }

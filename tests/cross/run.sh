@@ -99,7 +99,7 @@ linux_only() {
     case "$1" in
     *-macos)
         cat <<'EOF'
-test_embed.c          epoll (an outer epoll loop around evloop_backend_fd, which is Linux's)
+test_embed.c          epoll (its outer loop around evloop_backend_fd is an epoll set)
 test_io.c             pipe2 (macOS 27 and later only)
 test_ops.c            accept4, SOCK_NONBLOCK, SOCK_CLOEXEC
 test_spin.c           sched_setaffinity, cpu_set_t
@@ -115,7 +115,7 @@ EOF
         ;;
     *-freebsd)
         cat <<'EOF'
-test_embed.c          epoll (an outer epoll loop around evloop_backend_fd, which is Linux's)
+test_embed.c          epoll (its outer loop around evloop_backend_fd is an epoll set)
 stress/stress_lanes.c glibc's mallinfo2
 EOF
         ;;

@@ -1,5 +1,5 @@
 /* libFuzzer target: the timer heap (src/core/timer.c) against a sorted model. White box: it
- * includes src/core/loop.h, makes a loop that never runs, and drives evloop__run_timers()
+ * includes src/core/state.h and timer.h, makes a loop that never runs, and drives evloop__run_timers()
  * itself with a virtual clock: loop->now = T0 + v units + half a unit, where T0 is the real
  * clock when the loop was made and a unit is 10 s. Timers are started with whole-unit
  * delays, so a timer of delay d is due exactly when v >= d (an input runs in far less than
@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loop.h"
+#include "state.h"
+#include "timer.h"
 
 #define UNIT 10000000000ull /* 10 s: half of it is the slack for real time */
 #define INF UINT64_MAX

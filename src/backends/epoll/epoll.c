@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "backends/epoll/epoll_embed.h"
 #include "backends/epoll/epoll_events.h"
 #include "backends/epoll/epoll_wait.h"
 #include "common.h"
@@ -26,6 +27,7 @@ struct epoll_state {
     int epfd;
     int wakefd;
     bool no_pwait2;
+    struct evloop__pollable embed; /* evloop_backend_fd's, once made (epoll_embed.h) */
 };
 
 static int epoll_init(void **out, _Atomic uint32_t *word, unsigned *caps)
@@ -35,6 +37,7 @@ static int epoll_init(void **out, _Atomic uint32_t *word, unsigned *caps)
     struct epoll_state *s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
+    evloop__epoll_embed_clear(&s->embed);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (s->epfd < 0) {
         int r = -errno;
@@ -58,6 +61,7 @@ static int epoll_init(void **out, _Atomic uint32_t *word, unsigned *caps)
 static void epoll_destroy(void *state)
 {
     struct epoll_state *s = state;
+    evloop__epoll_embed_close(&s->embed);
     close(s->wakefd);
     close(s->epfd);
     free(s);
@@ -115,11 +119,18 @@ static int epoll_wake(void *state)
     return write(s->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN ? -errno : 0;
 }
 
-/* The epoll fd itself: readable while a registered fd is ready or the wake eventfd is set
- * (nested in evloop_backend_fd's epoll set, embed.c). */
-static int epoll_pollable_fd(void *state)
+/* evloop_backend_fd: a set of its own (epoll_embed.h); once the core makes the loop park
+ * with fds registered, the epoll fd itself joins it, readable while a registered fd is ready
+ * or the wake eventfd is set. */
+static int epoll_pollable_fd(void *state, struct evloop__pollable *out)
 {
-    return ((struct epoll_state *)state)->epfd;
+    return evloop__epoll_embed_open(&((struct epoll_state *)state)->embed, out);
+}
+
+static int epoll_pollable_watch(void *state, bool on)
+{
+    struct epoll_state *s = state;
+    return evloop__epoll_embed_watch(&s->embed, s->epfd, on);
 }
 
 const struct evloop__backend evloop__backend_epoll = {
@@ -132,4 +143,5 @@ const struct evloop__backend evloop__backend_epoll = {
     .wait = epoll_wait_events,
     .wake = epoll_wake,
     .pollable_fd = epoll_pollable_fd,
+    .pollable_watch = epoll_pollable_watch,
 };

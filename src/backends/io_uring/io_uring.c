@@ -53,6 +53,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "backends/epoll/epoll_embed.h"
 #include "backends/epoll/epoll_events.h"
 #include "backends/epoll/epoll_wait.h"
 #include "common.h"
@@ -90,7 +91,8 @@ struct uring {
     uint64_t gen;
     pthread_t armed_by;
     pthread_mutex_t lock;     /* pollset */
-    int pollset;              /* evloop_backend_fd's set: epfd and the ring's fd; -1 until asked */
+    int pollset;              /* epfd and the ring's fd, nested in embed; -1 until asked */
+    struct evloop__pollable embed; /* evloop_backend_fd's, once made (epoll_embed.h) */
     atomic_bool futex_armed;  /* also read by remove and destroy */
     atomic_bool wake_pending; /* word mode: wake() asked the next wait not to block */
     struct epoll_event events[MAX_REPORTS];
@@ -376,6 +378,7 @@ static int ur_wake(void *state)
 
 static void free_state(struct uring *s)
 {
+    evloop__epoll_embed_close(&s->embed);
     if (s->pollset >= 0)
         close(s->pollset);
     if (s->efd >= 0)
@@ -405,6 +408,7 @@ static int ur_init(void **out, _Atomic uint32_t *word, unsigned *caps)
         return -ENOMEM;
     s->word = word;
     s->efd = s->pollset = -1;
+    evloop__epoll_embed_clear(&s->embed);
     pthread_mutex_init(&s->lock, NULL);
     s->armed_by = pthread_self();
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -446,9 +450,8 @@ static int ur_op_cancel(void *state, struct evloop__op *op)
 
 /* Any thread: a set readable when an fd is ready or a CQE waits (trap h), made at the first
  * call (nesting the set costs every readiness event a wake-up more). Without one, the set. */
-static int ur_pollable_fd(void *state)
+static int own_pollable_fd(struct uring *s)
 {
-    struct uring *s = state;
     pthread_mutex_lock(&s->lock);
     if (s->pollset < 0) {
         int fd = epoll_create1(EPOLL_CLOEXEC);
@@ -465,6 +468,22 @@ static int ur_pollable_fd(void *state)
     return fd;
 }
 
+/* evloop_backend_fd: a set of its own (epoll_embed.h), which own_pollable_fd(), made now,
+ * joins while the core has it watch. */
+static int ur_pollable_fd(void *state, struct evloop__pollable *out)
+{
+    struct uring *s = state;
+    own_pollable_fd(s);
+    return evloop__epoll_embed_open(&s->embed, out);
+}
+
+/* The core's park, after pollable_fd returned (so pollset is read without the lock). */
+static int ur_pollable_watch(void *state, bool on)
+{
+    struct uring *s = state;
+    return evloop__epoll_embed_watch(&s->embed, s->pollset >= 0 ? s->pollset : s->epfd, on);
+}
+
 const struct evloop__backend evloop__backend_io_uring = {
     .name = "io_uring",
     .init = ur_init,
@@ -475,6 +494,7 @@ const struct evloop__backend evloop__backend_io_uring = {
     .wait = ur_wait,
     .wake = ur_wake,
     .pollable_fd = ur_pollable_fd,
+    .pollable_watch = ur_pollable_watch,
     .op_start = ur_op_start,
     .op_cancel = ur_op_cancel,
 };

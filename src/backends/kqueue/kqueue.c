@@ -17,11 +17,18 @@
  *  g. The timeout is a timespec: nothing rounds it, so timers never fire early.
  *  h. kqueue descriptors are not inherited across fork, but do survive exec: FD_CLOEXEC.
  *  i. libkqueue (Linux) refuses EV_ADD on a socket's registered read filter, without errno:
- *     modify deletes and re-adds each filter it keeps, which native kqueue does as well. */
+ *     modify deletes and re-adds each filter it keeps, which native kqueue does as well.
+ *  j. A kqueue fd polls readable while it has an event to report, and another kqueue can
+ *     watch it with EVFILT_READ: evloop_backend_fd is a kqueue of its own holding a pipe's
+ *     read end (the wake of a parked loop) and, while the core has it watch, this kqueue.
+ *  k. libkqueue (Linux) hands out the write end of a pipe as a kqueue's fd, which never polls
+ *     readable: once made, evloop_backend_fd's kqueue must poll readable after its wake, or
+ *     it is refused with -ENOTSUP. */
 #include <sys/types.h>
 #include <sys/event.h>
 #include <sys/time.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -40,16 +47,17 @@ _Static_assert(sizeof(void *) >= sizeof(uint64_t), "the tag rides in kevent.udat
 
 struct kq_state {
     int kq;
-    int pipe[2]; /* the wake pipe, -1 with EVFILT_USER */
+    int pipe[2];                   /* the wake pipe, -1 with EVFILT_USER */
+    struct evloop__pollable embed; /* evloop_backend_fd's, once made (trap j); -1s before */
 };
 
-static int change(struct kq_state *s, uintptr_t ident, short filter, unsigned short flags,
-                  unsigned fflags, uint64_t tag)
+static int change(int kq, uintptr_t ident, short filter, unsigned short flags, unsigned fflags,
+                  uint64_t tag)
 {
     struct kevent ev;
     EV_SET(&ev, ident, filter, flags, fflags, 0, (void *)(uintptr_t)tag);
     errno = 0; /* trap i: libkqueue can fail without setting it */
-    return kevent(s->kq, &ev, 1, NULL, 0, NULL) < 0 ? (errno ? -errno : -EIO) : 0;
+    return kevent(kq, &ev, 1, NULL, 0, NULL) < 0 ? (errno ? -errno : -EIO) : 0;
 }
 
 static int set_flags(int fd, bool nonblock)
@@ -63,21 +71,27 @@ static int set_flags(int fd, bool nonblock)
 static int open_wake(struct kq_state *s)
 {
 #ifdef USER_WAKE
-    return change(s, WAKE_IDENT, EVFILT_USER, EV_ADD | EV_CLEAR, 0, 0);
+    return change(s->kq, WAKE_IDENT, EVFILT_USER, EV_ADD | EV_CLEAR, 0, 0);
 #else
     int r = pipe(s->pipe) < 0 ? -errno : 0;
     if (r == 0 && (r = set_flags(s->pipe[0], true)) == 0 && (r = set_flags(s->pipe[1], true)) == 0)
-        r = change(s, (uintptr_t)s->pipe[0], EVFILT_READ, EV_ADD, 0, WAKE_TAG);
+        r = change(s->kq, (uintptr_t)s->pipe[0], EVFILT_READ, EV_ADD, 0, WAKE_TAG);
     return r;
 #endif
+}
+
+static void close_all(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
 }
 
 static void kq_destroy(void *state)
 {
     struct kq_state *s = state;
-    for (int i = 0; i < 2; i++)
-        if (s->pipe[i] >= 0)
-            close(s->pipe[i]);
+    close_all(s->pipe, 2);
+    close_all((const int[]){s->embed.fd, s->embed.wake_fd, s->embed.drain_fd}, 3);
     close(s->kq);
     free(s);
 }
@@ -90,6 +104,7 @@ static int kq_init(void **out, _Atomic uint32_t *word, unsigned *caps)
     if (!s)
         return -ENOMEM;
     s->pipe[0] = s->pipe[1] = -1;
+    s->embed = (struct evloop__pollable){-1, -1, -1};
     s->kq = kqueue();
     if (s->kq < 0) {
         int r = -errno;
@@ -110,9 +125,9 @@ static int kq_init(void **out, _Atomic uint32_t *word, unsigned *caps)
 /* Sets one filter of fd: deleted (if it was there), then added again if wanted (trap i). */
 static int set_filter(struct kq_state *s, int fd, short filter, bool wanted, uint64_t tag)
 {
-    int r = change(s, (uintptr_t)fd, filter, EV_DELETE, 0, 0);
+    int r = change(s->kq, (uintptr_t)fd, filter, EV_DELETE, 0, 0);
     if (r == 0 || r == -ENOENT)
-        r = wanted ? change(s, (uintptr_t)fd, filter, EV_ADD, 0, tag) : 0;
+        r = wanted ? change(s->kq, (uintptr_t)fd, filter, EV_ADD, 0, tag) : 0;
     return r;
 }
 
@@ -121,9 +136,9 @@ static int kq_add(void *state, int fd, uint32_t events, uint64_t tag)
     struct kq_state *s = state;
     int r = 0;
     if (events & EVLOOP_READABLE)
-        r = change(s, (uintptr_t)fd, EVFILT_READ, EV_ADD, 0, tag);
+        r = change(s->kq, (uintptr_t)fd, EVFILT_READ, EV_ADD, 0, tag);
     if (r == 0 && (events & EVLOOP_WRITABLE))
-        r = change(s, (uintptr_t)fd, EVFILT_WRITE, EV_ADD, 0, tag);
+        r = change(s->kq, (uintptr_t)fd, EVFILT_WRITE, EV_ADD, 0, tag);
     if (r < 0 && (events & EVLOOP_READABLE))
         set_filter(s, fd, EVFILT_READ, false, 0); /* no half registration */
     return r;
@@ -196,11 +211,56 @@ static int kq_wake(void *state)
 {
     struct kq_state *s = state;
 #ifdef USER_WAKE
-    return change(s, WAKE_IDENT, EVFILT_USER, 0, NOTE_TRIGGER, 0);
+    return change(s->kq, WAKE_IDENT, EVFILT_USER, 0, NOTE_TRIGGER, 0);
 #else
     /* EAGAIN: the pipe is full of wake-ups already, so the loop wakes anyway. */
     return write(s->pipe[1], "", 1) < 0 && errno != EAGAIN ? -errno : 0;
 #endif
+}
+
+/* Trap k: whether a wake makes set poll readable; the pipe is drained again after. */
+static int check_pollable(int set, int wake_fd, int drain_fd)
+{
+    uint64_t one = 1;
+    if (write(wake_fd, &one, sizeof(one)) < 0)
+        return -errno;
+    struct pollfd p = {.fd = set, .events = POLLIN};
+    int n = poll(&p, 1, 0);
+    char buf[64];
+    while (read(drain_fd, buf, sizeof(buf)) > 0)
+        ;
+    return n == 1 && (p.revents & POLLIN) ? 0 : -ENOTSUP;
+}
+
+/* evloop_backend_fd (backend.h, trap j): a kqueue holding a non-blocking pipe's read end. */
+static int kq_pollable_fd(void *state, struct evloop__pollable *out)
+{
+    struct kq_state *s = state;
+    int set = kqueue();
+    if (set < 0)
+        return -errno;
+    int p[2] = {-1, -1};
+    int r = set_flags(set, false);
+    if (r == 0)
+        r = pipe(p) < 0 ? -errno : 0;
+    if (r == 0 && (r = set_flags(p[0], true)) == 0 && (r = set_flags(p[1], true)) == 0)
+        r = change(set, (uintptr_t)p[0], EVFILT_READ, EV_ADD, 0, 0);
+    if (r == 0)
+        r = check_pollable(set, p[1], p[0]);
+    if (r < 0) {
+        close_all((const int[]){set, p[0], p[1]}, 3);
+        return r;
+    }
+    s->embed = (struct evloop__pollable){set, p[1], p[0]};
+    *out = s->embed;
+    return 0;
+}
+
+/* This kqueue in evloop_backend_fd's (on) or out: readable there while it has a report. */
+static int kq_pollable_watch(void *state, bool on)
+{
+    struct kq_state *s = state;
+    return change(s->embed.fd, (uintptr_t)s->kq, EVFILT_READ, on ? EV_ADD : EV_DELETE, 0, 0);
 }
 
 const struct evloop__backend evloop__backend_kqueue = {
@@ -212,4 +272,6 @@ const struct evloop__backend evloop__backend_kqueue = {
     .remove = kq_remove,
     .wait = kq_wait,
     .wake = kq_wake,
+    .pollable_fd = kq_pollable_fd,
+    .pollable_watch = kq_pollable_watch,
 };

@@ -1,4 +1,4 @@
-/* Signals (evloop_signal_start, evloop_signal_stop; issue 13, design.md "Embedding"): one
+/* Signals (evloop_signal_start, evloop_signal_stop; design.md "Embedding"): one
  * process-wide sigaction handler for every watched signal. The handler only sets the signal's
  * pending bit in the watching loop and kicks that loop's sleep word with
  * evloop__sleep_kick_async (atomics, then a bare wake syscall: futex, write to an eventfd);
@@ -21,7 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loop.h"
+#include "callback.h"
+#include "release.h"
+#include "signals.h"
 
 #define MAX_SIGNALS (EVLOOP__SIGNAL_WORDS * 64)
 
@@ -52,8 +54,8 @@ static void on_signal(int signum)
     if (loop) {
         /* release: pairs with the acquire exchange in evloop__run_signals(); the kick's
          * barrier orders the bit before its read of the sleep word (sleep.h). */
-        atomic_fetch_or_explicit(&loop->embed.sig_pending[signum / 64],
-                                 UINT64_C(1) << (signum % 64), memory_order_release);
+        atomic_fetch_or_explicit(&loop->sig_pending[signum / 64], UINT64_C(1) << (signum % 64),
+                                 memory_order_release);
         evloop__sleep_kick_async(&loop->sleep);
     }
     /* release: pairs with unwatch()'s acquire load of busy. */
@@ -79,8 +81,7 @@ static void keepalive_never_ready(void *arg, int fd, unsigned events)
  * wake is a write (sleep.c, evloop__sleep_kick_async). */
 static int keepalive_start(evloop *loop)
 {
-    struct evloop__embed *e = &loop->embed;
-    if (!loop->sleep.signals_want_poller || e->sig_keepalive[0] >= 0)
+    if (!loop->sleep.signals_want_poller || loop->sig_keepalive[0] >= 0)
         return 0;
     int p[2];
 #ifdef __linux__
@@ -98,21 +99,25 @@ static int keepalive_start(evloop *loop)
         close(p[1]);
         return r;
     }
-    e->sig_keepalive[0] = p[0];
-    e->sig_keepalive[1] = p[1];
+    loop->sig_keepalive[0] = p[0];
+    loop->sig_keepalive[1] = p[1];
     return 0;
 }
 
 /* Under lock, after a watch ended: the keep-alive fd goes with the loop's last watch. */
 static void keepalive_stop(evloop *loop)
 {
-    struct evloop__embed *e = &loop->embed;
-    if (e->sig_keepalive[0] < 0 || atomic_load(&e->nsignals) > 0)
+    if (loop->sig_keepalive[0] < 0 || atomic_load(&loop->nsignals) > 0)
         return;
-    evloop_io_remove(loop, e->sig_keepalive[0]);
-    close(e->sig_keepalive[0]);
-    close(e->sig_keepalive[1]);
-    e->sig_keepalive[0] = e->sig_keepalive[1] = -1;
+    evloop_io_remove(loop, loop->sig_keepalive[0]);
+    close(loop->sig_keepalive[0]);
+    close(loop->sig_keepalive[1]);
+    loop->sig_keepalive[0] = loop->sig_keepalive[1] = -1;
+}
+
+void evloop__signals_init(evloop *loop)
+{
+    loop->sig_keepalive[0] = loop->sig_keepalive[1] = -1;
 }
 
 /* ---- watching ------------------------------------------------------------------------------- */
@@ -148,7 +153,7 @@ static int watch(evloop *loop, int signum, evloop_cb cb, void *arg)
         keepalive_stop(loop);
         return r;
     }
-    atomic_fetch_add(&loop->embed.nsignals, 1);
+    atomic_fetch_add(&loop->nsignals, 1);
     return 0;
 }
 
@@ -161,8 +166,8 @@ static void unwatch(evloop *loop, int signum)
     atomic_store(&w->loop, NULL); /* seq_cst: see on_signal() */
     while (atomic_load(&w->busy) != 0)
         sched_yield(); /* a handler still using loop: a few instructions from done */
-    atomic_fetch_and(&loop->embed.sig_pending[signum / 64], ~(UINT64_C(1) << (signum % 64)));
-    atomic_fetch_sub(&loop->embed.nsignals, 1);
+    atomic_fetch_and(&loop->sig_pending[signum / 64], ~(UINT64_C(1) << (signum % 64)));
+    atomic_fetch_sub(&loop->nsignals, 1);
     keepalive_stop(loop);
 }
 
@@ -201,8 +206,7 @@ void evloop__run_signals(evloop *loop)
 {
     for (int word = 0; word < EVLOOP__SIGNAL_WORDS; word++) {
         /* acquire: pairs with the release fetch_or in on_signal(). */
-        uint64_t bits =
-            atomic_exchange_explicit(&loop->embed.sig_pending[word], 0, memory_order_acquire);
+        uint64_t bits = atomic_exchange_explicit(&loop->sig_pending[word], 0, memory_order_acquire);
         while (bits) {
             int signum = word * 64 + __builtin_ctzll(bits);
             bits &= bits - 1;
@@ -217,7 +221,7 @@ void evloop__run_signals(evloop *loop)
             if (!mine)
                 continue;
             cb(arg);
-            evloop__count(&loop->embed.signals_run, 1);
+            evloop__count(&loop->stats.signals_run, 1);
             evloop__drain_microtasks(loop);
         }
     }
