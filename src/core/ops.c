@@ -171,7 +171,7 @@ static void after_callback(evloop *loop, struct evloop__op *op)
 
 /* Loop thread, without the lock: runs the callbacks of the done list, each followed by
  * its microtasks, until the list is empty (callbacks may complete more ops). It counts
- * them, so that recvs started past a budget wait for readiness (ops.h). */
+ * them, so that recvs started past a budget wait for readiness (state_ops.h). */
 static void run_done(evloop *loop)
 {
     struct evloop__ops *o = &loop->ops;
@@ -273,7 +273,7 @@ int evloop__ops_sim_wait(evloop *loop, int64_t timeout_ns, struct evloop__io_eve
  * right away, so a server that accepts again from it drains the backlog in one go, as a
  * readiness server does. The cost: one accept4 more (EAGAIN) each time the backlog is empty.
  * A blocking listener (f->nonblock false) is left to the provider: accept4 would block; so
- * is an accept past the delivery budget whose last try failed (ops.h). */
+ * is an accept past the delivery budget whose last try failed (state_ops.h). */
 static int provider_start(evloop *loop, struct evloop__ofd *f, struct evloop__op *op,
                           int64_t *res)
 {

@@ -14,7 +14,7 @@
  *     registered, waits without trying: a level-triggered poller reports data that arrived
  *     since, so the try would only be an EAGAIN more. The first op on an fd always tries.
  *  d. A recv, or an accept whose last try failed, started by a callback of a delivery past
- *     its budget waits without trying (ops.h, EVLOOP__OPS_DELIVERY_BUDGET), so that ops
+ *     its budget waits without trying (state_ops.h, EVLOOP__OPS_DELIVERY_BUDGET), so that ops
  *     completed at once cannot chain on without end. */
 #include <fcntl.h>
 #include <limits.h>
