@@ -176,8 +176,9 @@ from typing import Coroutine, TypeVar
 _T = TypeVar("_T")
 
 class EventLoop(_asyncio.SelectorEventLoop):
-    """asyncio's selector event loop on evloop (fds and the wait in evloop, the
-    cross-thread wake-up through evloop's lane submit)."""
+    """asyncio's selector event loop on evloop: the ready queue, timers and iteration native
+    (evloop._arena._AioCore), fds and the wait in evloop, the cross-thread wake-up through
+    evloop's lane submit."""
 
     def __init__(self, *, backend: Optional[str] = ..., variant: Optional[str] = ...,
                  spin_ns: int = ..., fence: Optional[str] = ...) -> None: ...

@@ -3,24 +3,32 @@
 
 Design (docs/asyncio.md has the measurements): ``EventLoop`` is asyncio's own Unix
 selector event loop (``asyncio.SelectorEventLoop``), so its transports, servers, TLS,
-sendfile, subprocesses, pipes and signals are the standard library's, with two parts
+sendfile, subprocesses, pipes and signals are the standard library's, with three parts
 replaced:
 
+- the hot paths, native (``evloop._arena._AioCore``, src/aio_core.h, the C base of
+  ``EventLoop``): ``call_soon``, ``call_later``, ``call_at``, ``call_soon_threadsafe`` and
+  the iteration (``_run_once``), with the ready queue as a ring of handles and the timers on a
+  4-ary heap in C. The handles are the stdlib's own ``asyncio.Handle`` and
+  ``asyncio.TimerHandle`` objects (their slots filled from C); the iteration calls their
+  callbacks from C, and keeps the stdlib's order, cancelled-timer clean-up, debug mode (slow
+  callbacks logged, through ``_run_debug``) and exception reporting (``_callback_failed``);
 - the selector: ``_EvloopSelector`` registers fds with the evloop C loop
-  (``evloop_io_add``/``_modify``/``_remove``) and waits in ``evloop_run_once``; the fd
-  callbacks the C loop runs there only record readiness, which ``select()`` hands back to
-  asyncio as ``(SelectorKey, events)`` pairs, as the stdlib's epoll selector does;
-- the cross-thread wake-up: ``call_soon_threadsafe`` puts its handle on asyncio's ready
-  queue and then, instead of writing a byte to the self-pipe, submits a C no-op to the
-  evloop loop (``RawLoop.wake``): one lane store, no lock, and a wake syscall only when
-  the loop really sleeps in ``run_once``. The self-pipe stays for signals (the C signal
-  handler writes to it through ``signal.set_wakeup_fd``).
+  (``evloop_io_add``/``_modify``/``_remove``); the iteration waits in ``evloop_run_once``,
+  where the fd callbacks only record readiness, handed to asyncio's ``_process_events`` as
+  ``(SelectorKey, events)`` pairs, as the stdlib's epoll selector reports them;
+- the cross-thread wake-up: ``call_soon_threadsafe`` from another thread queues its handle
+  and then, instead of writing a byte to the self-pipe, submits a C no-op to the evloop loop
+  (one lane store, no lock; a wake syscall only when the loop really sleeps in
+  ``run_once``), and only if no such wake is already on its way. The self-pipe stays for
+  signals (the C signal handler writes to it through ``signal.set_wakeup_fd``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import inspect
 import math
 import os
 import selectors
@@ -28,6 +36,8 @@ import sys
 import threading
 from collections.abc import Mapping
 from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tuple, TypeVar
+
+from asyncio import base_events, events, format_helpers
 
 from ._common import Error
 from . import _arena
@@ -100,17 +110,10 @@ class _EvloopSelector(selectors.BaseSelector):
         self._raw = raw
         self._keys: Dict[int, selectors.SelectorKey] = {}
         self._map = _KeyMapping(self)
-        # fd -> C revents, filled by the fd callbacks while run_once runs them
-        ready: Dict[int, int] = {}
-        self._ready = ready
-
-        def on_io(fd: int, revents: int, _get: Callable[..., int] = ready.get) -> None:
-            ready[fd] = _get(fd, 0) | revents
-
-        self._on_io = on_io
-        # Only a signal handler can raise inside on_io (Python runs pending handlers in any
-        # Python code on the main thread, KeyboardInterrupt included): kept here and raised
-        # from select(), as the stdlib's selector raises it from its poll call. A closure
+        # The fds are added with io_add_native: their C callback only records the readiness
+        # (no GIL, no Python inside run_once), which select() takes with take_io() and the
+        # loop's native iteration reads directly. Nothing of this selector's runs inside
+        # run_once, so on_error only keeps what might (raised again from select()). A closure
         # over a list, not a method: the RawLoop holds on_error in C++, where the garbage
         # collector cannot see a cycle back to this selector.
         pending: List[BaseException] = []
@@ -145,7 +148,7 @@ class _EvloopSelector(selectors.BaseSelector):
         if fd in self._keys:
             raise KeyError(f"{fileobj!r} (FD {fd}) is already registered")
         try:
-            self._live().io_add(fd, _c_events(events), self._on_io)
+            self._live().io_add_native(fd, _c_events(events))
         except Error as e:
             raise _os_error(e) from None
         key = selectors.SelectorKey(fileobj, fd, events, data)
@@ -158,7 +161,6 @@ class _EvloopSelector(selectors.BaseSelector):
             key = self._keys.pop(fd)
         except KeyError:
             raise KeyError(f"{fileobj!r} is not registered") from None
-        self._ready.pop(fd, None)
         try:
             if self._raw is not None:
                 self._raw.io_remove(fd)
@@ -192,16 +194,19 @@ class _EvloopSelector(selectors.BaseSelector):
         else:
             # never early: a timer due in `timeout` must be due when the wait ends
             ns = math.ceil(timeout * 1e9) if timeout < 1e9 else 10**18
-        ready = self._ready
         self._live().run_once(ns)
+        return self._evloop_events()
+
+    def _evloop_events(self) -> List[Tuple[selectors.SelectorKey, int]]:
+        """What the last run_once reported, as select() returns it (and taken): for select(),
+        and for the loop's iteration when its _process_events is not the stdlib's."""
+        raw = self._live()
         if self._pending:
-            ready.clear()
+            raw.take_io()
             raise self._pending.pop()
-        if not ready:
-            return []
         out = []
         keys = self._keys
-        for fd, rev in ready.items():
+        for fd, rev in raw.take_io():
             key = keys.get(fd)
             if key is None:
                 continue
@@ -213,12 +218,10 @@ class _EvloopSelector(selectors.BaseSelector):
             ev &= key.events
             if ev:
                 out.append((key, ev))
-        ready.clear()
         return out
 
     def close(self) -> None:
         self._keys.clear()
-        self._ready.clear()
         raw, self._raw = self._raw, None
         if raw is not None:
             raw.on_error = None
@@ -226,6 +229,130 @@ class _EvloopSelector(selectors.BaseSelector):
 
     def get_map(self) -> Mapping:
         return self._map
+
+
+# Python 3.13 formats a callback for the exception handler's message with the loop's debug flag.
+_FORMAT_TAKES_DEBUG = "debug" in inspect.signature(
+    format_helpers._format_callback_source).parameters
+
+
+def _callback_failed(handle: events.Handle, exc: BaseException) -> None:
+    """The native iteration calls a handle's callback itself; when it raises (anything but
+    SystemExit and KeyboardInterrupt, which go up), this does what ``Handle._run`` does with
+    the exception: the same message and context to the loop's exception handler. Raised once
+    here first, so that its traceback starts with a frame of the loop's, as the stdlib's starts
+    with Handle._run's (a C callable called from C leaves none at all)."""
+    try:
+        raise exc
+    except BaseException:
+        pass
+    try:
+        if _FORMAT_TAKES_DEBUG:
+            cb = format_helpers._format_callback_source(handle._callback, handle._args,
+                                                        debug=handle._loop.get_debug())
+        else:
+            cb = format_helpers._format_callback_source(handle._callback, handle._args)
+        context = {"message": f"Exception in callback {cb}", "exception": exc,
+                   "handle": handle}
+        if handle._source_traceback:
+            context["source_traceback"] = handle._source_traceback
+        handle._loop.call_exception_handler(context)
+    finally:
+        # This frame is in exc's traceback now: it must not keep the handle (and what its
+        # callback holds, a task say) or the context alive, as Handle._run clears `self`.
+        handle = exc = context = None  # type: ignore[assignment]
+
+
+def _run_debug(loop: "EventLoop", handle: events.Handle) -> None:
+    """A handle in debug mode, as the stdlib's iteration runs it there: the stdlib's
+    ``Handle._run``, ``loop._current_handle`` set meanwhile, and a warning for a callback
+    slower than ``loop.slow_callback_duration``."""
+    try:
+        loop._current_handle = handle
+        t0 = loop.time()
+        handle._run()
+        dt = loop.time() - t0
+        if dt >= loop.slow_callback_duration:
+            base_events.logger.warning("Executing %s took %.3f seconds",
+                                       base_events._format_handle(handle), dt)
+    finally:
+        loop._current_handle = None
+        # A traceback made under this call can keep this frame alive (through f_back): it
+        # must not keep the handle, as the stdlib's _run_once clears `handle`.
+        handle = None  # type: ignore[assignment]
+
+
+# The core fills and runs the stdlib's own handle classes (False: their layout is not the
+# one it knows, and it makes and runs them through their Python code instead).
+_NATIVE_HANDLES = _arena._aio_setup(events.Handle, events.TimerHandle, _callback_failed,
+                                    _run_debug)
+
+
+class _ReadyView:
+    """``loop._ready``: the native ready queue, as far as the stdlib's code and tests use the
+    deque it replaces (len, truth, iteration, append, popleft, clear)."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: "EventLoop") -> None:
+        self._loop = loop
+
+    def __len__(self) -> int:
+        return self._loop._evloop_ready_len()
+
+    def __bool__(self) -> bool:
+        return self._loop._evloop_ready_len() > 0
+
+    def __iter__(self) -> Iterator[events.Handle]:
+        return iter(self._loop._evloop_ready_list())
+
+    def __getitem__(self, i: int) -> events.Handle:
+        return self._loop._evloop_ready_list()[i]
+
+    def append(self, handle: events.Handle) -> None:
+        self._loop._evloop_ready_append(handle)
+
+    def extend(self, handles: Any) -> None:
+        for h in handles:
+            self._loop._evloop_ready_append(h)
+
+    def popleft(self) -> events.Handle:
+        return self._loop._evloop_ready_popleft()
+
+    def clear(self) -> None:
+        self._loop._evloop_ready_clear()
+
+    def __repr__(self) -> str:
+        return f"<evloop ready queue {self._loop._evloop_ready_list()!r}>"
+
+
+class _ScheduledView:
+    """``loop._scheduled``: the native timer heap, as far as the stdlib's code and tests use
+    the list it replaces (len, truth, iteration and indexing in heap order, ``[0]`` the
+    earliest, clear)."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: "EventLoop") -> None:
+        self._loop = loop
+
+    def __len__(self) -> int:
+        return self._loop._evloop_timers_len()
+
+    def __bool__(self) -> bool:
+        return self._loop._evloop_timers_len() > 0
+
+    def __iter__(self) -> Iterator[events.TimerHandle]:
+        return iter(self._loop._evloop_timers_list())
+
+    def __getitem__(self, i: int) -> events.TimerHandle:
+        return self._loop._evloop_timers_list()[i]
+
+    def clear(self) -> None:
+        self._loop._evloop_timers_clear()
+
+    def __repr__(self) -> str:
+        return f"<evloop timer heap {self._loop._evloop_timers_list()!r}>"
 
 
 if issubclass(asyncio.selector_events._SelectorDatagramTransport, asyncio.DatagramTransport):
@@ -237,9 +364,10 @@ else:
         from Python 3.13 on; before, it only derives from asyncio.Transport)."""
 
 
-class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
-    """An asyncio event loop on evloop: asyncio's Unix selector event loop with evloop's
-    poller and wait as its selector and evloop's lane submit as its cross-thread wake-up.
+class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+    """An asyncio event loop on evloop: asyncio's Unix selector event loop with its ready
+    queue, timers and iteration native (``_AioCore``), evloop's poller and wait as its
+    selector, and evloop's lane submit as its cross-thread wake-up.
 
     ``EventLoop(*, backend=None, variant=None, spin_ns=0, fence=None)``: as ``evloop.Loop``
     (``spin_ns`` 0 by default: an asyncio loop that waits for I/O does not spin)."""
@@ -249,10 +377,37 @@ class EventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
         raw = _module(variant).RawLoop(backend, spin_ns, 0, False, None, fence)
         self._evloop_raw = raw
         self._evloop_wake = raw.wake
-        super().__init__(_EvloopSelector(raw))
+        selector = _EvloopSelector(raw)
+        # The iteration does _process_events's work in C unless a subclass has its own.
+        native_io = (type(self)._process_events is
+                     asyncio.selector_events.BaseSelectorEventLoop._process_events)
+        self._evloop_attach(raw, selector, selector._keys, native_io, _C_ANY_READ, _C_ANY_WRITE)
+        super().__init__(selector)
+
+    # The stdlib's deque and heap list, replaced by the native queue and heap.
+    @property
+    def _ready(self) -> _ReadyView:
+        return _ReadyView(self)
+
+    @_ready.setter
+    def _ready(self, handles: Any) -> None:
+        self._evloop_ready_clear()
+        for h in handles:
+            self._evloop_ready_append(h)
+
+    @property
+    def _scheduled(self) -> _ScheduledView:
+        return _ScheduledView(self)
+
+    @_scheduled.setter
+    def _scheduled(self, timers: Any) -> None:
+        self._evloop_timers_clear()
+        for t in timers:
+            self._evloop_timers_add(t)
 
     def _write_to_self(self) -> None:
-        # call_soon_threadsafe (and the stdlib's signal path) after queueing a handle: make
+        # The stdlib's wake-up after queueing a handle from elsewhere (its signal path, and
+        # call_soon_threadsafe in debug mode; otherwise the core wakes the loop itself): make
         # a loop waiting in run_once return. No syscall unless it really sleeps.
         try:
             self._evloop_wake()

@@ -207,7 +207,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--asyncio", action="store_true",
                     help="the asyncio families instead (evloop's asyncio loop beside uvloop "
-                    "and the stock loop: evloop.aio_bench; --rounds, --filter, --out)")
+                    "and the stock loop: evloop.aio_bench; --rounds, --filter, --out, "
+                    "--clock cpu)")
     args, rest = ap.parse_known_args(argv)
     if args.asyncio:
         from evloop import aio_bench

@@ -48,12 +48,15 @@ extern "C" {
 #include "evloop_stats_fields.h"
 
 #include "fastpath.h"
+#include "aio_core.h"
 
 namespace EVLOOP_PY_MODULE {
 
 void timer_trampoline(void *arg);
 void signal_trampoline(void *arg);
 void io_trampoline(void *arg, int fd, unsigned events);
+void io_native_trampoline(void *arg, int fd, unsigned events);
+char g_native_io; // the C arg of an fd added by io_add_native: no Python object
 void op_trampoline(void *arg, int fd, int64_t res);
 void release_cb(void *arg);
 
@@ -182,6 +185,25 @@ public:
         check(evloop_io_add(get(), fd, events, io_trampoline, fn.ptr()), "io_add");
         fds_[fd] = fn.inc_ref().ptr();
     }
+
+    // For the asyncio loop's core (src/aio_core.h): fd's readiness only recorded, in aio_io,
+    // by a C callback that needs no GIL; taken after run_once (take_io, or the core).
+    void io_add_native(int fd, unsigned events)
+    {
+        check(evloop_io_add(get(), fd, events, io_native_trampoline, &g_native_io), "io_add");
+    }
+
+    // What the fds added by io_add_native reported since the last take: [(fd, revents)].
+    py::list take_io()
+    {
+        py::list out;
+        for (int fd : aio_io.fds)
+            out.append(py::make_tuple(fd, aio_io.events[size_t(fd)]));
+        aio_io.clear();
+        return out;
+    }
+
+    IoReady aio_io; // the readiness io_native_trampoline records (loop thread only)
 
     void io_modify(int fd, unsigned events) { check(evloop_io_modify(get(), fd, events), "io_modify"); }
 
@@ -411,7 +433,7 @@ void signal_trampoline(void *arg)
 // The release notification: the loop drops a registration's arg without running it.
 void release_cb(void *arg)
 {
-    if (!arg) // the PREPARE hook's
+    if (!arg || arg == &g_native_io) // the PREPARE hook's, an fd of io_add_native
         return;
     CallbackGil gil;
     py::handle h(static_cast<PyObject *>(arg));
@@ -434,6 +456,13 @@ void call_fd_int(PyObject *fn, int fd, PyObject *n)
     else
         report(fn);
     Py_DECREF(fn);
+}
+
+// Inside evloop_run_once (drive), on the loop thread, without the GIL: only recorded.
+void io_native_trampoline(void *, int fd, unsigned events)
+{
+    if (tls_ctx)
+        tls_ctx->loop->aio_io.add(fd, events);
 }
 
 void io_trampoline(void *arg, int fd, unsigned events)
@@ -489,6 +518,40 @@ evloop *loop_of(PyObject *self)
         set_error(-ESHUTDOWN, "the loop is closed");
     return l ? l->raw() : nullptr;
 }
+
+// The asyncio loop's native core (src/aio_core.h) drives a RawLoop of this module through
+// these calls (its AioOps); the capsule is RawLoop._aio_ops.
+int aio_poll(PyObject *raw, int64_t timeout_ns)
+{
+    RawLoop *l =
+        reinterpret_cast<py::detail::instance *>(raw)->get_value_and_holder().value_ptr<RawLoop>();
+    try {
+        l->drive(true, timeout_ns);
+        return 0;
+    } catch (py::error_already_set &e) {
+        e.restore();
+    } catch (const Errno &e) {
+        set_error(e.err, e.what);
+    }
+    return -1;
+}
+
+int aio_wake(PyObject *raw)
+{
+    RawLoop *l =
+        reinterpret_cast<py::detail::instance *>(raw)->get_value_and_holder().value_ptr<RawLoop>();
+    return l && l->raw() ? evloop_submit(l->raw(), noop_task, nullptr) : -ESHUTDOWN;
+}
+
+IoReady *aio_io_ready(PyObject *raw)
+{
+    return &reinterpret_cast<py::detail::instance *>(raw)
+                ->get_value_and_holder()
+                .value_ptr<RawLoop>()
+                ->aio_io;
+}
+
+AioOps g_aio_ops = {sizeof(AioOps), nullptr, aio_poll, aio_wake, aio_io_ready};
 
 py::dict profile_dict(const evloop_profile &p)
 {
@@ -602,6 +665,10 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
         .def("io_add", &RawLoop::io_add, py::arg("fd"), py::arg("events"), py::arg("fn"),
              "evloop_io_add: fn(fd, revents) on the loop thread while fd is ready.")
         .def("io_modify", &RawLoop::io_modify, py::arg("fd"), py::arg("events"))
+        .def("io_add_native", &RawLoop::io_add_native, py::arg("fd"), py::arg("events"),
+             "evloop_io_add with a C callback that only records the readiness, for take_io().")
+        .def("take_io", &RawLoop::take_io,
+             "[(fd, revents)] of the io_add_native fds since the last take (emptied).")
         .def("io_remove", &RawLoop::io_remove, py::arg("fd"),
              "evloop_io_remove: False if fd was not registered.")
         .def("accept", &RawLoop::accept, py::arg("fd"), py::arg("fn"),
@@ -623,6 +690,11 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     for (PyMethodDef &def : g_fast_methods)
         cls.attr(def.ml_name) = py::reinterpret_steal<py::object>(
             PyDescr_NewMethod(reinterpret_cast<PyTypeObject *>(cls.ptr()), &def));
+
+    g_aio_ops.raw_type = reinterpret_cast<PyTypeObject *>(cls.ptr());
+    cls.attr("_aio_ops") = py::capsule(&g_aio_ops, "evloop.aio_ops");
+    if (std::string(EVLOOP_PY_VARIANT) == "arena") // one _AioCore type, for either variant
+        aio::register_core(m.ptr());
 
 #ifdef EVLOOP_PY_WITH_BENCH
     evloop_pybench_register(m);

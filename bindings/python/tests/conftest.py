@@ -5,6 +5,7 @@ sleeps that a slow machine could outrun."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import threading
 import time
@@ -16,6 +17,22 @@ import evloop
 
 COMBOS = [(v, b) for v in evloop.variants() for b in evloop.backends()]
 COMBO_IDS = [f"{v}-{b}" for v, b in COMBOS]
+
+# The asyncio loops the evloop loop is compared with, by name.
+AIO_LOOPS = {"stock": asyncio.SelectorEventLoop, "evloop": evloop.new_event_loop}
+
+
+def on_both_loops(scenario):
+    """scenario(loop) on the stock loop and on evloop's: [stock's, evloop's] outcome."""
+    out = []
+    for make in (AIO_LOOPS["stock"], AIO_LOOPS["evloop"]):
+        loop = make()
+        try:
+            out.append(scenario(loop))
+        finally:
+            if not loop.is_closed():
+                loop.close()
+    return out
 
 DEADLINE = 20.0  # seconds: generous for a loaded 2-core machine
 

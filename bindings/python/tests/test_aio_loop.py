@@ -19,9 +19,7 @@ import pytest
 
 import evloop
 
-from conftest import COMBOS, COMBO_IDS
-
-LOOPS = {"stock": asyncio.SelectorEventLoop, "evloop": evloop.new_event_loop}
+from conftest import AIO_LOOPS as LOOPS, COMBOS, COMBO_IDS, on_both_loops as _both
 
 
 @pytest.fixture(params=COMBOS, ids=COMBO_IDS)
@@ -186,19 +184,6 @@ def _raised(fn):
     except BaseException as e:  # noqa: BLE001
         return type(e), str(e)
     return None
-
-
-def _both(scenario):
-    """scenario(loop) on the stock loop and on evloop's: (stock's, evloop's) outcome."""
-    out = []
-    for make in (LOOPS["stock"], LOOPS["evloop"]):
-        loop = make()
-        try:
-            out.append(scenario(loop))
-        finally:
-            if not loop.is_closed():
-                loop.close()
-    return out
 
 
 def _same(scenario):
