@@ -18,6 +18,18 @@ import evloop
 COMBOS = [(v, b) for v in evloop.variants() for b in evloop.backends()]
 COMBO_IDS = [f"{v}-{b}" for v, b in COMBOS]
 
+@pytest.fixture(params=COMBOS, ids=COMBO_IDS)
+def aloop(request):
+    """An evloop asyncio loop of each variant and backend, closed after the test."""
+    variant, backend = request.param
+    loop = evloop.new_event_loop(variant=variant, backend=backend)
+    try:
+        yield loop
+    finally:
+        if not loop.is_closed():
+            loop.close()
+
+
 # The asyncio loops the evloop loop is compared with, by name.
 AIO_LOOPS = {"stock": asyncio.SelectorEventLoop, "evloop": evloop.new_event_loop}
 

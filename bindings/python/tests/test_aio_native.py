@@ -20,18 +20,7 @@ import pytest
 
 import evloop
 
-from conftest import AIO_LOOPS as LOOPS, COMBOS, COMBO_IDS, on_both_loops as _both
-
-
-@pytest.fixture(params=COMBOS, ids=COMBO_IDS)
-def aloop(request):
-    variant, backend = request.param
-    loop = evloop.new_event_loop(variant=variant, backend=backend)
-    try:
-        yield loop
-    finally:
-        if not loop.is_closed():
-            loop.close()
+from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both
 
 
 @pytest.fixture(params=["stock", "evloop"])
