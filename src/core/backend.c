@@ -117,10 +117,10 @@ static int start(size_t i, _Atomic uint32_t *word, struct evloop__backend_pick *
     return r;
 }
 
-/* What runs, once implementation i has started into out. */
-static const char *what(size_t i, const struct evloop__backend_pick *out)
+/* What runs, once implementation i has started (evloop_stats's backend_reason). */
+static const char *what(size_t i)
 {
-    return impls[i].vt->describe ? impls[i].vt->describe(out->state) : impls[i].what;
+    return impls[i].what;
 }
 
 /* Starts the first implementation of backend `name` that can; the reason names `why`, what
@@ -135,7 +135,7 @@ static int open_named(const char *origin, const char *name, const char *why, _At
         if (strcmp(names[impls[i].index], name) != 0)
             continue;
         if ((r = start(i, word, out)) == 0) {
-            snprintf(out->reason, sizeof(out->reason), "%s; %s%s%s", why, what(i, out),
+            snprintf(out->reason, sizeof(out->reason), "%s; %s%s%s", why, what(i),
                      skipped[0] ? ", as " : "", skipped);
             return 0;
         }
@@ -163,7 +163,7 @@ static int open_auto(_Atomic uint32_t *word, struct evloop__backend_pick *out)
             continue;
         int r = start(i, word, out);
         if (r == 0) {
-            snprintf(out->reason, sizeof(out->reason), "auto: %s; %s", auto_why, what(i, out));
+            snprintf(out->reason, sizeof(out->reason), "auto: %s; %s", auto_why, what(i));
             return 0;
         }
         if (!out->fallback[0])

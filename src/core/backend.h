@@ -99,9 +99,6 @@ struct evloop__backend {
     int (*wait)(void *state, int64_t timeout_ns, struct evloop__io_event *ev, int max);
     /* Any thread: makes a wait in progress (or the next one) return. */
     int (*wake)(void *state);
-    /* Optional: what runs, when one implementation has several ways (evloop_stats's
-     * backend_reason); NULL: backend.c's table says it. */
-    const char *(*describe)(const void *state);
     /* Optional, both or neither (NULL: evloop_backend_fd is -ENOTSUP): the embedding fd
      * (struct evloop__pollable above). pollable_fd makes it into *out, once per loop, on any
      * thread (the core serialises the calls); returns 0, -ENOTSUP (this system cannot poll
