@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps
+bash tests/lint_pipes.sh
 jobs=$(nproc)
 
 run_build() { # name, ctest label filter (or ""), cmake options...

@@ -41,7 +41,10 @@ quietly() {
 }
 
 # ---- liburing: where it is, how to hide it ------------------------------------------------
-uring_so=$(ldconfig -p | awk '$1 == "liburing.so.2" { print $NF; exit }')
+# Under pipefail no reader in a pipeline may stop before its writer is done (awk's `exit`,
+# `head`, `grep -q`): the writer dies of SIGPIPE, and the script with it when the output is
+# long enough. Outputs are read whole, or matched from a variable.
+uring_so=$(ldconfig -p | awk '$1 == "liburing.so.2" && !found { print $NF; found = 1 }')
 [ -n "$uring_so" ] && uring_so=$(readlink -f "$uring_so")
 uring_inc=$(pkg-config --variable=includedir liburing 2>/dev/null || true)
 uring_lib=$(pkg-config --variable=libdir liburing 2>/dev/null || true)
@@ -85,8 +88,10 @@ run_without_liburing() {
 
 # needs_no_liburing FILE: its ELF NEEDED entries do not name liburing.
 needs_no_liburing() {
-    if readelf -d "$1" | grep NEEDED | grep -q liburing; then
-        readelf -d "$1" | grep NEEDED >&2
+    local needed
+    needed=$(readelf -d "$1" | grep NEEDED || true)
+    if grep -q liburing <<<"$needed"; then
+        echo "$needed" >&2
         fail "$1 needs liburing to start"
     fi
 }
@@ -118,11 +123,11 @@ api_names() {
 # evloop_* API names, and carries no liburing reference.
 check_exports() {
     local lib
-    lib=$(find "$1" -name 'libevloop.so.*.*.*' -o -name libevloop.a | head -1)
+    lib=$(find "$1" \( -name 'libevloop.so.*.*.*' -o -name libevloop.a \) -print -quit)
     local defined
     if [[ $lib == *.a ]]; then
         defined=$(nm -g --defined-only "$lib" | awk 'NF == 3 { print $3 }' | sort -u)
-        if nm -u "$lib" | grep -q io_uring; then
+        if grep -q io_uring <<<"$(nm -u "$lib")"; then
             fail "$lib leaves io_uring_* symbols undefined"
         fi
     else
@@ -132,7 +137,7 @@ check_exports() {
     local extra
     extra=$(comm -23 <(echo "$defined") <(api_names))
     [ -z "$extra" ] || fail "$lib defines symbols outside the API: $(echo $extra)"
-    echo "$defined" | grep -qx evloop_new || fail "$lib does not define evloop_new"
+    grep -qx evloop_new <<<"$defined" || fail "$lib does not define evloop_new"
     echo "=== consumers: $lib: $(echo "$defined" | wc -l) symbols, all evloop_* API"
 }
 
@@ -165,7 +170,7 @@ find_package_consumer() {
 # pkg_config_consumer PREFIX LABEL [no-liburing]: both languages, with and without --static.
 pkg_config_consumer() {
     local prefix=$1 label=$2 pcdir
-    pcdir=$(dirname "$(find "$prefix" -name evloop.pc | head -1)")
+    pcdir=$(dirname "$(find "$prefix" -name evloop.pc -print -quit)")
     local env_=(env PKG_CONFIG_PATH="$pcdir")
     if [ "${3:-}" = no-liburing ]; then
         # Only the install's own folder: liburing.pc is out of sight.

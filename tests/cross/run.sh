@@ -32,7 +32,8 @@ for tool in python3 cmake ninja file "${CC:-cc}"; do
 done
 # The host compiler says where cmocka.h is (Debian: /usr/include).
 cmocka_h=$(echo '#include <cmocka.h>' | "${CC:-cc}" -E -H -x c - 2>&1 >/dev/null |
-    sed -n 's/^\. //p' | head -1 || true)
+    sed -n 's/^\. //p' || true)
+cmocka_h=${cmocka_h%%$'\n'*}
 [ -f "$cmocka_h" ] || fail "cmocka.h not found (Debian: libcmocka-dev)"
 mkdir -p "$work"
 cd "$work"
@@ -40,7 +41,7 @@ start=$SECONDS
 
 # ---- zig, from PyPI, in a virtual environment of its own -----------------------------------
 venv=$work/venv
-if ! "$venv/bin/python" -m ziglang version 2>/dev/null | grep -qx "$zig_version"; then
+if ! grep -qx "$zig_version" <<<"$("$venv/bin/python" -m ziglang version 2>/dev/null)"; then
     echo "=== cross: installing ziglang==$zig_version into $venv"
     rm -rf "$venv"
     python3 -m venv "$venv" || fail "python3 -m venv failed (Debian: python3-venv)"
@@ -62,7 +63,9 @@ exec "$zig" $tool "\$@"
 EOF
     chmod +x "$bin/$tool"
 done
-echo "=== cross: zig $zig_version ($("$bin/cc" --version | head -1 | sed 's/ (.*//'))"
+cc_version=$("$bin/cc" --version)
+cc_version=${cc_version%%$'\n'*}
+echo "=== cross: zig $zig_version (${cc_version%% (*})"
 
 # cmocka.h alone, in a folder of its own: the host's /usr/include on the include path would
 # bring glibc's headers in ahead of the target's.
@@ -162,7 +165,7 @@ for target in $targets; do
     commands=$(ninja -C "$b" -t commands "${objects[@]}" | grep -e ' -c ')
     total=$(grep -c . <<<"$commands")
     [ "$(grep -c -e ' -Werror' <<<"$commands")" -eq "$total" ] ||
-        fail "$target: compile commands without -Werror: $(grep -v -e ' -Werror' <<<"$commands" | head -3)"
+        fail "$target: compile commands without -Werror: $(grep -v -e ' -Werror' <<<"$commands" | sed -n 1,3p)"
     echo "=== cross: $target: compile $total sources, every one with -Werror"
     if ! ninja -C "$b" -j "$jobs" "${objects[@]}" >>"$log" 2>&1; then
         grep -v '^\[' "$log" | tail -60 >&2
@@ -178,7 +181,7 @@ for target in $targets; do
     kind=$(executable_kind "$target")
     linked=()
     while IFS= read -r exe; do
-        file -b "$exe" | grep -q "$kind" || fail "$exe is not a $target executable: $(file -b "$exe")"
+        grep -q "$kind" <<<"$(file -b "$exe")" || fail "$exe is not a $target executable: $(file -b "$exe")"
         linked+=("$(basename "$exe")")
     done < <(find "$b" -type f -perm -u+x ! -path '*/CMakeFiles/*' | sort)
     for lib in libevloop.a libevloop_arena.a libevloop_chunk.a; do
