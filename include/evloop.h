@@ -86,6 +86,9 @@ struct evloop_stats {
     const char *backend_reason; /* why this backend ("config.backend", "EVLOOP_BACKEND",
                                    "profile: ...", "auto: ...") and what runs (io_uring:
                                    "readiness from epoll_pwait2, wakes and ops in the ring") */
+    uint64_t membarriers;       /* membarrier() calls the loop made (fence "membarrier"; 0 with
+                                   "seq_cst"): before a sleep while a submit made without a
+                                   fence could still be unseen, and to settle idle lanes */
 };
 
 /* Fills *cfg with the defaults: backend "auto", adaptive budget and spin, no auto_exit,

@@ -3,6 +3,7 @@
  * nested), internal tasks before waiting external ones, and no lost wake-up. */
 #include "test_util.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -437,6 +438,54 @@ static void test_producers_each_waiting_for_their_own_task_never_lose_a_wake_up(
     test_loop_free(loop);
 }
 
+/* ---- the heavy barrier ------------------------------------------------------------------ */
+
+/* Posts one task to a sleeping loop, and waits until it ran and the loop sleeps again. */
+static void post_to_a_sleeping_loop(evloop *loop, test_counter *ran, uint64_t i)
+{
+    uint64_t sleeps = test_sleeps(loop);
+    assert_rc(evloop_submit(loop, test_count_task, ran), 0);
+    if (!wait_for_count(ran, i + 1))
+        fail_msg("post %llu never ran (lost wake-up?)", (unsigned long long)i);
+    assert_true(wait_for_sleep(loop, sleeps));
+}
+
+/* A producer that posts now and then, finding the loop asleep each time. Its lane is on
+ * probation once drained, so each sleep after a post paid a membarrier (about 10 us on a
+ * VM while another thread runs); after two posts that woke the loop the lane switches to
+ * fenced pushes, and the loop lets it go at once: its sleeps need no membarrier at all. */
+static void test_a_producer_that_keeps_waking_the_loop_stops_costing_a_membarrier(void **state)
+{
+    (void)state;
+    evloop_config cfg = test_config_no_spin();
+    evloop *loop = test_loop_new(&cfg);
+    struct evloop_stats st;
+    assert_rc(evloop_stats(loop, &st), 0);
+    if (strcmp(st.fence, "membarrier") != 0 || strcmp(st.ingress, "arena") != 0) {
+        printf("# fence %s, ingress %s: only arena lanes in membarrier mode switch\n", st.fence,
+               st.ingress);
+        test_loop_free(loop);
+        skip();
+    }
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    test_counter ran = 0;
+    assert_true(wait_for_sleep(loop, 0));
+    uint64_t i = 0;
+    for (; i < 4; i++) /* two wakes make the switch; the loop acts on it at its next drain */
+        post_to_a_sleeping_loop(loop, &ran, i);
+    assert_rc(evloop_stats(loop, &st), 0);
+    uint64_t before = st.membarriers;
+    for (; i < 40; i++)
+        post_to_a_sleeping_loop(loop, &ran, i);
+    assert_rc(evloop_stats(loop, &st), 0);
+    printf("# membarriers over 36 posts to a sleeping loop: %llu\n",
+           (unsigned long long)(st.membarriers - before));
+    assert_int_equal(st.membarriers - before, 0);
+    test_runner_stop(&r);
+    test_loop_free(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -457,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_ping_pong_with_a_loop_that_sleeps_at_once_never_loses_a_wake_up),
         cmocka_unit_test(test_ping_pong_with_the_adaptive_spin_never_loses_a_wake_up),
         cmocka_unit_test(test_producers_each_waiting_for_their_own_task_never_lose_a_wake_up),
+        cmocka_unit_test(test_a_producer_that_keeps_waking_the_loop_stops_costing_a_membarrier),
     };
     test_require_backend();
     return cmocka_run_group_tests_name("submit", tests, NULL, NULL);

@@ -65,6 +65,11 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
  * pushed meanwhile, the answer is exact. */
 bool evloop__ingress_is_empty(struct evloop__ingress *q);
 
+/* Producer, right after a push of its own that found the loop asleep and woke it (the
+ * push's evloop__sleep_notify() said so). Arena: the calling thread's lane counts it and,
+ * when its pushes keep waking the loop, switches to fenced pushes (arena.c); chunk: nothing. */
+void evloop__ingress_woke(struct evloop__ingress *q);
+
 /* About how many tasks are waiting: a hint, read with relaxed loads. */
 size_t evloop__ingress_backlog(struct evloop__ingress *q);
 

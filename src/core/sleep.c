@@ -48,16 +48,25 @@ static void wake(struct evloop__sleep *s, uint32_t was)
     }
 }
 
-void evloop__sleep_notify(struct evloop__sleep *s)
+bool evloop__sleep_notify(struct evloop__sleep *s)
 {
     /* The light barrier orders the caller's publication before the read of the word;
      * it pairs with the heavy barrier in evloop__sleep_announce(). The relaxed read
      * keeps a busy loop's producers free of read-modify-writes on the word. */
     evloop__barrier_light(s->fence);
     if (atomic_load_explicit(&s->word, memory_order_relaxed) == EVLOOP__AWAKE)
-        return;
+        return false;
     /* seq_cst: one exchange wins against the loop's finish and other producers. */
-    wake(s, atomic_exchange(&s->word, EVLOOP__AWAKE));
+    uint32_t was = atomic_exchange(&s->word, EVLOOP__AWAKE);
+    wake(s, was);
+    return was != EVLOOP__AWAKE;
+}
+
+void evloop__sleep_heavy(struct evloop__sleep *s)
+{
+    if (s->fence == EVLOOP__FENCE_MEMBARRIER)
+        atomic_fetch_add_explicit(&s->heavy_barriers, 1, memory_order_relaxed);
+    evloop__barrier_heavy(s->fence);
 }
 
 void evloop__sleep_kick(struct evloop__sleep *s)
@@ -91,7 +100,7 @@ static void heavy_if_needed(struct evloop__sleep *s, bool (*needs_heavy)(void *)
 {
     evloop__fence();
     if (s->fence == EVLOOP__FENCE_MEMBARRIER && needs_heavy(arg))
-        evloop__barrier_heavy(s->fence);
+        evloop__sleep_heavy(s);
 }
 
 void evloop__sleep_announce(struct evloop__sleep *s, uint32_t value,

@@ -22,7 +22,8 @@
  *   ------------------------+------------+-----------------------------------------------
  *   evloop__sleep_notify    | any        | after publishing work: light barrier, then the
  *                           |            | word; only the thread whose exchange flips a
- *                           |            | SLEEP_* value to AWAKE makes the wake call
+ *                           |            | SLEEP_* value to AWAKE makes the wake call (and
+ *                           |            | is told so: arena lanes learn from it)
  *   evloop__sleep_kick      | any        | bumps the epoch (a timer or fd changed), notify
  *   evloop__sleep_wake_word | backends   | the word branch of notify (io_uring's re-arm)
  *   evloop__sleep_announce  | loop       | stores SLEEP_*, then a full fence and, if a
@@ -74,6 +75,7 @@ struct evloop__sleep {
     /* Written by threads that change what the loop waits for, and by wakers. */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t epoch;
     _Atomic uint64_t word_wakes, poller_wakes;
+    _Atomic uint64_t heavy_barriers; /* membarrier() calls the loop made (evloop_stats) */
 };
 
 /* fence_request: the config's fence name (barrier.h); *why receives "" or why producers
@@ -81,7 +83,10 @@ struct evloop__sleep {
 int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const char **why);
 void evloop__sleep_destroy(struct evloop__sleep *s);
 
-void evloop__sleep_notify(struct evloop__sleep *s);
+/* True when this call woke the loop (its exchange replaced a SLEEP_* value). */
+bool evloop__sleep_notify(struct evloop__sleep *s);
+/* The loop's heavy barrier, counted when it is a membarrier() (evloop_stats). */
+void evloop__sleep_heavy(struct evloop__sleep *s);
 void evloop__sleep_kick(struct evloop__sleep *s);
 void evloop__sleep_wake_word(_Atomic uint32_t *word);
 

@@ -65,6 +65,7 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
         .fence = evloop__barrier_name(loop->sleep.fence),
         .fence_reason = loop->fence_why,
         .lanes = evloop__ingress_lanes(loop->external),
+        .membarriers = read_counter(&loop->sleep.heavy_barriers),
     };
     return 0;
 }

@@ -16,8 +16,10 @@ static int push_and_notify(evloop *loop, struct evloop__ingress *q,
         return -ESHUTDOWN;
     int r = n == 1 ? evloop__ingress_push(q, tasks[0].cb, tasks[0].arg)
                    : evloop__ingress_push_batch(q, tasks, n);
-    if (r == 0)
-        evloop__sleep_notify(&loop->sleep);
+    /* A push that had to wake the loop tells its queue: an arena lane whose pushes keep
+     * waking it switches to fenced pushes, so the loop's sleeps need no membarrier. */
+    if (r == 0 && evloop__sleep_notify(&loop->sleep))
+        evloop__ingress_woke(q);
     return r;
 }
 

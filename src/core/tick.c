@@ -93,7 +93,7 @@ static void fence_if_wanted(evloop *loop)
     if (!evloop__ingress_wants_fence(loop->external) || loop->now - loop->last_fence < FENCE_INTERVAL_NS)
         return;
     loop->last_fence = loop->now;
-    evloop__barrier_heavy(loop->sleep.fence);
+    evloop__sleep_heavy(&loop->sleep);
     ingress_fenced(loop);
 }
 

@@ -60,6 +60,20 @@
  *       with announced 1; the next push skips the exchange, and its read of the word passes
  *       its own tail store: no wake. The fix: a lane taken there is work (tick again).
  *
+ * Fenced pushes (arena.c, "fenced pushes"): with -DSWITCH, producer 0 may switch its lane
+ * between plain and fenced pushes between any two pushes (up to NSWITCH times): it bumps
+ * mode_req (odd: fenced) and fences from that request on; it stops fencing only once it
+ * reads mode_ack equal to its plain request. The loop, when it drains or re-checks lane 0,
+ * acts on a new mode_req and echoes it in mode_ack; while it believes the lane fenced, it
+ * settles the lane as fence mode does (announced = 0; fence; re-read tail), with no
+ * probation and no heavy barrier needed for it.
+ *   -DBROKEN_STOP_UNECHOED  the producer stops fencing as soon as it asks for plain pushes,
+ *       without waiting for the echo: the loop, still believing the lane fenced, lets it go
+ *       while a plain push's read of announced passes its tail store: must fail
+ *   -DBROKEN_ONE_BIT  mode_req and mode_ack are one bit: a request for fenced pushes the
+ *       loop read but has not echoed yet, then a request for plain pushes, reads as echoed
+ *       (ack 0 == 0): must fail
+ *
  * Variants (tests/model/CMakeLists.txt runs each):
  *   (default)                       membarrier mode: must pass
  *   -DALWAYS_HEAVY                  the heavy barrier before every sleep (as before): must pass
@@ -74,6 +88,9 @@
  *   -DBROKEN_RECLAIM_ON_PROBATION   a probation lane found empty and orphaned is reclaimed
  *                                   without taking announced back first: the exiting thread
  *                                   then announces a reclaimed lane: must fail
+ *   -DSWITCH (-DNSWITCH=n, default 3)   fenced pushes on lane 0: must pass (as is, 13M states
+ *                                   and 1.6 GB; ctest runs it with producer 1 silent)
+ *   -DSWITCH -DBROKEN_STOP_UNECHOED, -DSWITCH -DBROKEN_ONE_BIT: must fail
  *   -DBROKEN_EXIT_NO_NOTIFY and -DBROKEN_LET_GO together (arena.c as first written),
  *   -DBROKEN_LET_GO with close, -DCLOSE_BUSY_BEFORE_ANNOUNCE (with -DWITH_CLOSE): must fail
  * Sizes: -DNTASKS0=, -DNTASKS1=, -DBUFSZ= (defaults 2, 1, 3; 1, 1, 3 with close). */
@@ -114,7 +131,18 @@
 #define ORPH(l) (6 + (l))
 #define CLOSED 8
 #define SLEEPW 9
-#define NADDR 10
+#define REQ 10 /* lane 0's mode_req */
+#define ACK 11 /* lane 0's mode_ack */
+#define NADDR 12
+
+#ifndef NSWITCH
+#define NSWITCH 3
+#endif
+#ifdef BROKEN_ONE_BIT
+#define REQV(r) ((r) % 2)
+#else
+#define REQV(r) (r)
+#endif
 
 #define AWAKE 0
 #define SLEEP 1
@@ -148,6 +176,8 @@ byte pushed[NL];     /* tasks the producer stored (its tail in program order) */
 bool reclaimed[NL];
 bool futex_blocked = false;
 bool loop_closed = false; /* loop->closed: seq_cst store by the closer */
+byte mode_seen = 0;       /* the loop's: lane 0's last mode_req read */
+bool pushes_fenced = false; /* the loop's: mode_seen is odd */
 
 /* ---- the store buffers ---- */
 
@@ -213,6 +243,16 @@ inline heavy(t) {
 #endif
 }
 
+/* end_push()'s barrier between the tail store and the read of announced: the light one,
+ * or a fence while the lane's pushes are fenced. */
+inline push_barrier(t, fencing) {
+#if defined(FENCE_MODE) && !defined(BROKEN_FALLBACK_NO_FENCE)
+    fence(t)
+#else
+    d_step { if :: fencing -> drain_all(t) :: else -> skip fi }
+#endif
+}
+
 proctype Memory() {
 end:
     do
@@ -250,9 +290,20 @@ inline notify(me, sw, old) {
 
 proctype Producer(byte me; byte ntasks; bool exits) {
     byte i = 0, v, sw, old;
+    byte req = 0, nsw = 0; /* lane 0: mode requests made */
+    bool fencing = false;  /* this producer's pushes fence before reading announced */
     do
     :: i < ntasks ->
         assert(!reclaimed[me]);             /* (c) no push into a reclaimed lane */
+#ifdef SWITCH
+        /* ask_mode_switch(), between two pushes: fenced from the request on */
+        if
+        :: me == 0 && nsw < NSWITCH ->
+            d_step { req++; nsw++; if :: req % 2 == 1 -> fencing = true :: else -> skip fi };
+            store(me, REQ, REQV(req))
+        :: true -> skip
+        fi;
+#endif
         /* begin_push() */
         store(me, BUSY(me), 1);
         light(me);
@@ -263,7 +314,19 @@ proctype Producer(byte me; byte ntasks; bool exits) {
 #ifdef BROKEN_SLEEP_BEFORE_TAIL
             load(me, SLEEPW, sw);
 #endif
-            /* end_push(): tail (release), busy = 0 (release), light, announce */
+            /* end_push(): plain again once the plain request is echoed; tail (release),
+             * busy = 0 (release), light (a fence while fencing), announce */
+            if
+            :: fencing && req % 2 == 0 ->
+#ifdef BROKEN_STOP_UNECHOED
+                fencing = false
+#else
+                load(me, ACK, v);
+                if :: v == REQV(req) -> fencing = false :: else -> skip fi;
+                v = 0
+#endif
+            :: else -> skip
+            fi;
             d_step {
                 sb[me].n < BUFSZ ->
                 sb[me].a[sb[me].n] = TAIL(me); sb[me].v[sb[me].n] = pushed[me] + 1; sb[me].n++;
@@ -272,7 +335,7 @@ proctype Producer(byte me; byte ntasks; bool exits) {
 #ifdef CLOSE_BUSY_BEFORE_ANNOUNCE
             store(me, BUSY(me), 0);
 #endif
-            light(me);
+            push_barrier(me, fencing);
             load(me, ANN(me), v);
             if
             :: v == 0 ->
@@ -367,6 +430,44 @@ inline let_go(l) {
 #endif
 }
 
+/* sync_mode(): lane 0's mode_req (acquire; the loop never stores it), acted on and echoed. */
+inline sync_mode(l) {
+#ifdef SWITCH
+    if
+    :: l == 0 && mem[REQ] != mode_seen ->
+        d_step { mode_seen = mem[REQ]; pushes_fenced = (mode_seen % 2 == 1) };
+        store(LOOP, ACK, mode_seen)
+    :: else -> skip
+    fi
+#else
+    skip
+#endif
+}
+
+#ifdef FENCE_MODE
+#define FENCED(l) true
+#else
+#define FENCED(l) ((l) == 0 && pushes_fenced)
+#endif
+
+/* let_go() of arena.c: announced is 0; every push into the lane fences before reading it. */
+inline let_go_fenced(l, r) {
+    fence(LOOP);
+    o = mem[ORPH(l)];
+    t = mem[TAIL(l)];
+    if
+    :: t == head[l] && o == 0 -> st[l] = OFF; r = GONE
+    :: else ->
+        cas_announce(l, ok);
+        if
+        :: !ok -> let_go(l); r = NOW_ACTIVE
+        :: else ->
+            reclaim_if_orphaned(l, ok);   /* or it stays ACTIVE */
+            if :: ok -> r = GONE :: else -> r = NOW_ACTIVE fi
+        fi
+    fi
+}
+
 /* settle(): an ACTIVE lane found empty. */
 inline settle(l) {
     reclaim_if_orphaned(l, ok);
@@ -374,27 +475,14 @@ inline settle(l) {
     :: ok -> skip
     :: else ->
         store(LOOP, ANN(l), 0);
-#ifdef FENCE_MODE
-        fence(LOOP);
-        o = mem[ORPH(l)];
-        t = mem[TAIL(l)];
         if
-        :: t == head[l] && o == 0 -> st[l] = OFF
-        :: else ->
-            cas_announce(l, ok);
-            if
-            :: !ok -> let_go(l)
-            :: else -> reclaim_if_orphaned(l, ok)   /* or it stays ACTIVE */
-            fi
+        :: FENCED(l) -> let_go_fenced(l, r)
+        :: else -> st[l] = PROB  /* let go only after the next heavy barrier */
         fi
-#else
-        st[l] = PROB  /* let go only after the next heavy barrier */
-#endif
     fi
 }
 
-/* recheck(): a lane on probation. */
-inline recheck(l, r) {
+inline recheck_plain(l, r) {
     o = mem[ORPH(l)];
     t = mem[TAIL(l)];
     if
@@ -417,6 +505,15 @@ inline recheck(l, r) {
             reclaim_if_orphaned(l, ok);
             if :: ok -> r = GONE :: else -> r = NOW_ACTIVE fi
         fi
+    fi
+}
+
+/* recheck(): a lane on probation; one whose pushes became fenced is let go as settle would. */
+inline recheck(l, r) {
+    sync_mode(l);
+    if
+    :: FENCED(l) -> st[l] = ACT; let_go_fenced(l, r)
+    :: else -> recheck_plain(l, r)
     fi
 }
 
@@ -455,6 +552,7 @@ inline drain_lane(l) {
     fi;
     if
     :: r == NOW_ACTIVE ->
+        sync_mode(l);
         t = mem[TAIL(l)];               /* drain_lane(): acquire */
         assert(t >= head[l]);           /* (b) never drained twice */
         head[l] = t;

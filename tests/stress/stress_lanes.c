@@ -5,6 +5,9 @@
  *    flat.
  *  - 8 producers mixing evloop_submit and evloop_submit_batch, in both fence modes:
  *    0 lost, 0 duplicated, per-producer order kept within and across batches.
+ *  - 4 producers alternating posts now and then (each finding the loop asleep: their lanes
+ *    switch to fenced pushes) with streams of 3,000 (the lanes switch back): nothing lost,
+ *    per-producer order kept, while the lanes switch mode under the loop.
  *  - a loop freed while its producers live (their lanes cached), who then submit to a new
  *    loop, likely at the same address: clean under ASan, nothing lost.
  *  - membarrier refused by a seccomp filter: a fresh process (this binary re-executed)
@@ -269,6 +272,89 @@ static void test_mixed_batches_keep_producer_order_with_seq_cst_fences(void **st
     run_mixers("seq_cst");
 }
 
+/* ---- lanes switching between plain and fenced pushes ------------------------------------- */
+
+#define SWITCHERS 4
+#define POSTS 8        /* posts now and then per round: two that wake the loop switch */
+#define STREAM 3000    /* a stream per round: 1,024 pushes into a held lane switch back */
+
+struct switcher {
+    pthread_t thread;
+    evloop *loop;
+    unsigned id;
+    uint64_t rounds, accepted, seed;
+    int error;
+};
+
+static void *post_then_stream(void *arg)
+{
+    struct switcher *p = arg;
+    uint64_t s = 0;
+    for (uint64_t round = 0; round < p->rounds && p->error == 0; round++) {
+        for (int i = 0; i < POSTS && p->error == 0; i++, s++) {
+            p->error = evloop_submit(p->loop, ledger_task, stress_ledger_arg(p->id, s));
+            usleep((useconds_t)(50 + stress_below(&p->seed, 250))); /* the loop goes to sleep */
+        }
+        for (int i = 0; i < STREAM && p->error == 0; i++, s++)
+            p->error = evloop_submit(p->loop, ledger_task, stress_ledger_arg(p->id, s));
+    }
+    p->accepted = s;
+    return NULL;
+}
+
+static void test_lanes_switching_between_plain_and_fenced_pushes_lose_nothing(void **state)
+{
+    (void)state;
+    uint64_t rounds = stress_size("rounds", (struct stress_sizes){.plain = 30, .asan = 15,
+                                                                   .tsan = 6, .long_plain = 300,
+                                                                   .long_asan = 100,
+                                                                   .long_tsan = 30});
+    uint64_t n = rounds * (POSTS + STREAM);
+    evloop_config cfg = test_config_no_spin(); /* an idle loop sleeps at once */
+    evloop *loop = test_loop_new(&cfg);
+    stress_ledger_init(&g_ledger, n);
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    struct switcher p[SWITCHERS];
+    uint64_t seed = stress_seed(), t0 = stress_now_ns();
+    for (unsigned i = 0; i < SWITCHERS; i++) {
+        p[i] = (struct switcher){.loop = loop, .id = i, .rounds = rounds, .seed = seed + i};
+        assert_int_equal(pthread_create(&p[i].thread, NULL, post_then_stream, &p[i]), 0);
+    }
+    uint64_t accepted[SWITCHERS], total = 0;
+    for (unsigned i = 0; i < SWITCHERS; i++) {
+        pthread_join(p[i].thread, NULL);
+        accepted[i] = p[i].accepted;
+        total += accepted[i];
+        if (p[i].error)
+            print_error("producer %u: %d (%s)\n", i, p[i].error, evloop_strerror(p[i].error));
+    }
+    bool drained = stress_wait_progress(&g_ledger.total, total, 30000);
+    double secs = (double)(stress_now_ns() - t0) / 1e9;
+    struct evloop_stats st;
+    assert_rc(evloop_stats(loop, &st), 0);
+    test_runner_stop(&r);
+    struct stress_tally t = stress_ledger_tally(&g_ledger, accepted, SWITCHERS);
+    printf("# figure: switching lanes %s.%s fence %s: %u x %llu rounds of %d posts + %d: "
+           "lost %llu, duplicated %llu, order violations %llu; %llu sleeps, %llu wakes, "
+           "%llu membarriers, %.2f s\n",
+           EVLOOP_TEST_VARIANT, st.backend, st.fence, SWITCHERS, (unsigned long long)rounds,
+           POSTS, STREAM, (unsigned long long)t.lost, (unsigned long long)t.duplicated,
+           (unsigned long long)t.order_violations,
+           (unsigned long long)(st.futex_sleeps + st.poller_sleeps),
+           (unsigned long long)(st.futex_wakes + st.poller_wakes),
+           (unsigned long long)st.membarriers, secs);
+    assert_true(drained);
+    assert_int_equal(total, (uint64_t)SWITCHERS * n);
+    assert_int_equal(t.lost, 0);
+    assert_int_equal(t.duplicated, 0);
+    assert_int_equal(t.order_violations, 0);
+    assert_int_equal(t.strays, 0);
+    assert_int_equal(t.phantom, 0);
+    test_loop_free(loop);
+    stress_ledger_free(&g_ledger);
+}
+
 /* ---- a loop freed under its producers' cached lanes -------------------------------------- */
 
 struct survivor {
@@ -419,6 +505,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_a_thousand_short_lived_producers_lose_nothing_and_leave_nothing),
         cmocka_unit_test(test_mixed_batches_keep_producer_order_with_membarrier),
         cmocka_unit_test(test_mixed_batches_keep_producer_order_with_seq_cst_fences),
+        cmocka_unit_test(test_lanes_switching_between_plain_and_fenced_pushes_lose_nothing),
         cmocka_unit_test(test_producers_outlive_a_freed_loop_and_submit_to_the_next),
         cmocka_unit_test(test_membarrier_refused_by_seccomp_falls_back_to_fences),
     };

@@ -55,6 +55,7 @@ class Stats:
     fence_reason: str
     lanes: int
     backend_reason: str
+    membarriers: int
     def __getitem__(self, key: str) -> Any: ...
     def as_dict(self) -> Dict[str, Any]: ...
 

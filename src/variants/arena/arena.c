@@ -36,6 +36,8 @@
  *   field            | written by                 | read by
  *   -----------------+----------------------------+---------------------------------
  *   lane.tail, busy  | its producer (release)     | consumer (acquire), close
+ *   lane.mode_req    | its producer (release)     | consumer (acquire)
+ *   lane.mode_ack    | consumer (release)         | its producer (acquire)
  *   lane.announced   | producer xchg, consumer    | both
  *   lane.orphaned    | thread-exit destructor     | consumer (acquire)
  *   lane.q           | queue free (registry lock) | destructor (registry lock)
@@ -69,13 +71,18 @@ struct lane {
     /* The producer's line: written per push, read per drain. */
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t tail;
     _Atomic uint32_t busy;
+    _Atomic uint32_t mode_req; /* producer, per switch of mode: odd asks for fenced pushes */
     uint32_t ppos; /* producer: next free slot in pseg */
-    bool fresh;    /* producer: no push yet (the first one fences: has_producers) */
+    bool fresh;    /* producer: no push yet (the first one fences: needs_heavy) */
+    bool fencing;  /* producer: its pushes fence in full (fenced, or leaving it unechoed) */
+    uint16_t wakes; /* producer: pushes in a row that woke the loop */
+    uint32_t held;  /* producer: fenced pushes in a row into a lane the loop held */
     struct seg *pseg;
     /* Written rarely, by either side. */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t announced;
     _Atomic uint32_t orphaned;
     _Atomic uint32_t refs;     /* the thread's and the queue's */
+    _Atomic uint32_t mode_ack; /* consumer: the last mode_req it acted on */
     struct lane *next_announce;
     struct evloop__ingress *q; /* NULL once the queue is freed; under the registry lock */
     struct lane *next_lane, *prev_lane; /* q.lanes, under q.lock */
@@ -83,6 +90,8 @@ struct lane {
     alignas(EVLOOP_CACHELINE) uint64_t head;
     struct seg *cseg;
     uint32_t cpos, state;
+    uint32_t mode_seen;  /* the last mode_req read */
+    bool pushes_fenced;  /* mode_seen is odd: settle may let the lane go after a fence */
     struct lane *next_work, *prev_work;
 };
 
@@ -411,16 +420,73 @@ static inline bool begin_push(struct evloop__ingress *q, struct lane *l)
     return false;
 }
 
+/* ---- fenced pushes ----
+ * In membarrier mode a lane the loop found empty stays on probation until the loop's next
+ * heavy barrier, which its next sleep pays: a producer that posts now and then, finding the
+ * loop asleep each time, costs one membarrier per post. Such a lane switches to fenced
+ * pushes: a seq_cst fence between the tail store and the read of `announced`, so the loop
+ * may settle it as fence mode does (announced = 0; fence; re-read tail) and let it go at
+ * once. A lane whose fenced pushes keep finding the loop holding it streams, and switches
+ * back to plain stores.
+ *
+ * The producer asks by bumping mode_req (odd: fenced); the consumer acts on a new value
+ * when it next drains or re-checks the lane, and echoes it in mode_ack. Fencing starts
+ * with the request (a fence is never wrong, and the request's release store makes every
+ * earlier push visible to the consumer that reads it), but stops only once the producer
+ * reads the echo of its plain request: until then the consumer may be letting the lane go
+ * on the strength of its fences. A sequence, not a bit: a bit would read as echoed after a
+ * switch and back that the consumer never answered (tests/model/lanes.pml, -DBROKEN_ONE_BIT
+ * and -DBROKEN_STOP_UNECHOED). */
+#define WAKES_TO_FENCE 2   /* pushes in a row that woke the loop */
+#define HELD_TO_PLAIN 1024 /* fenced pushes in a row into a held lane: ~ a membarrier's cost */
+
+static inline bool asks_fenced(const struct lane *l)
+{
+    return atomic_load_explicit(&l->mode_req, memory_order_relaxed) & 1;
+}
+
+/* Producer: fenced <-> plain, one step (the parity alternates). release: pairs with the
+ * acquire in sync_mode(). */
+static void ask_mode_switch(struct lane *l)
+{
+    uint32_t req = atomic_load_explicit(&l->mode_req, memory_order_relaxed) + 1;
+    if (req & 1)
+        l->fencing = true;
+    l->wakes = 0;
+    l->held = 0;
+    atomic_store_explicit(&l->mode_req, req, memory_order_release);
+}
+
+void evloop__ingress_woke(struct evloop__ingress *q)
+{
+    /* The lane of the push that just woke the loop: this thread's last (never a new one).
+     * In seq_cst mode, where every push fences already, the switch changes nothing, but it
+     * runs all the same: the sanitizers' builds, always seq_cst, see its handshake. */
+    struct lane *l = last.q == q && last.id == q->id ? last.lane : NULL;
+    if (!l)
+        return;
+    l->held = 0;
+    if (!asks_fenced(l) && ++l->wakes >= WAKES_TO_FENCE)
+        ask_mode_switch(l);
+}
+
 static inline void end_push(struct evloop__ingress *q, struct lane *l, uint64_t n)
 {
+    /* acquire: pairs with the release in sync_mode(): the settles the consumer made on the
+     * strength of this lane's fences happen before its pushes stop fencing. */
+    if (l->fencing && !asks_fenced(l) &&
+        atomic_load_explicit(&l->mode_ack, memory_order_acquire) ==
+            atomic_load_explicit(&l->mode_req, memory_order_relaxed))
+        l->fencing = false;
     uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed) + n;
     /* release: pairs with the acquire loads of tail in drain_lane() and close. */
     atomic_store_explicit(&l->tail, tail, memory_order_release);
     /* tail before announced: pairs with settle() (fence) or the heavy barrier. A lane's
      * first push fences in full, and a push that wins the exchange of announced is ordered by
      * it, before the read of the sleep word that follows: so a loop whose work list is
-     * empty may sleep without the heavy barrier (evloop__ingress_needs_heavy). */
-    evloop__barrier_light(l->fresh ? EVLOOP__FENCE_SEQ_CST : q->fence);
+     * empty may sleep without the heavy barrier (evloop__ingress_needs_heavy). A fenced
+     * lane's push fences in full too (above). */
+    evloop__barrier_light(l->fresh || l->fencing ? EVLOOP__FENCE_SEQ_CST : q->fence);
     l->fresh = false;
     if (!atomic_load_explicit(&l->announced, memory_order_relaxed) &&
         !atomic_exchange(&l->announced, 1)) {
@@ -428,6 +494,10 @@ static inline void end_push(struct evloop__ingress *q, struct lane *l, uint64_t 
 #if !defined(__x86_64__) && !defined(__i386__)
         evloop__fence(); /* an exchange is a full barrier on x86 only */
 #endif
+    } else { /* the loop holds the lane: a stream, not a post now and then */
+        l->wakes = 0;
+        if (l->fencing && asks_fenced(l) && ++l->held >= HELD_TO_PLAIN)
+            ask_mode_switch(l);
     }
     /* Not busy only once announced: a close that waited for this sees the lane on the
      * stack or held by the consumer, never published and unannounced. release: pairs
@@ -579,6 +649,42 @@ static bool reclaim_announce(struct lane *l)
     return atomic_compare_exchange_strong(&l->announced, &zero, 1);
 }
 
+/* The consumer acts on a new mode request of the lane's producer (fenced pushes, above)
+ * and echoes it. acquire: pairs with the release in ask_mode_switch(): every push made
+ * before the request is visible to this thread's next reads of tail. release: the settles
+ * made while pushes_fenced was set happen before the producer that reads the echo stops
+ * fencing. */
+static void sync_mode(struct lane *l)
+{
+    uint32_t req = atomic_load_explicit(&l->mode_req, memory_order_acquire);
+    if (req == l->mode_seen)
+        return;
+    l->mode_seen = req;
+    l->pushes_fenced = req & 1;
+    atomic_store_explicit(&l->mode_ack, req, memory_order_release);
+}
+
+enum recheck { STILL_PROBATION, NOW_ACTIVE, GONE }; /* GONE: off the list, maybe freed */
+
+/* A lane in the work list with announced just stored 0, whose every push fences before it
+ * reads announced (fence mode, or a fenced lane): after a fence, the lane leaves the list
+ * if it is still empty; else the consumer takes it back, or hands it to its announcer. */
+static enum recheck let_go(struct evloop__ingress *q, struct lane *l)
+{
+    /* announced before tail: pairs with the producer's fence in end_push(). */
+    evloop__fence();
+    bool orphaned = atomic_load_explicit(&l->orphaned, memory_order_acquire);
+    if (lane_is_empty(l) && !orphaned) {
+        work_remove(q, l);
+        return GONE;
+    }
+    if (!reclaim_announce(l)) {
+        l->state = HANDED; /* its announcer pushes it; keep draining it until then */
+        return NOW_ACTIVE;
+    }
+    return reclaim_if_orphaned(q, l) ? GONE : NOW_ACTIVE; /* or it stays ACTIVE */
+}
+
 /* An ACTIVE lane found empty. */
 static void settle(struct evloop__ingress *q, struct lane *l)
 {
@@ -587,28 +693,25 @@ static void settle(struct evloop__ingress *q, struct lane *l)
     /* release: the consumer's last use of next_announce (take_announced) happens before
      * the producer that exchanges announced 0 -> 1 writes it again. */
     atomic_store_explicit(&l->announced, 0, memory_order_release);
-    if (q->fence != EVLOOP__FENCE_SEQ_CST) {
+    if (q->fence != EVLOOP__FENCE_SEQ_CST && !l->pushes_fenced) {
         l->state = PROBATION; /* let go only after the next heavy barrier */
         q->on_probation++;
         return;
     }
-    /* announced before tail: pairs with the producer's fence in end_push(). */
-    evloop__fence();
-    bool orphaned = atomic_load_explicit(&l->orphaned, memory_order_acquire);
-    if (lane_is_empty(l) && !orphaned)
-        work_remove(q, l);
-    else if (!reclaim_announce(l))
-        l->state = HANDED; /* its announcer pushes it; keep draining it until then */
-    else
-        reclaim_if_orphaned(q, l); /* or it stays ACTIVE */
+    let_go(q, l);
 }
 
 /* A lane on probation, re-checked: work (or an orphan) found makes it ACTIVE again, or
- * hands it to the producer that re-announced it. */
-enum recheck { STILL_PROBATION, NOW_ACTIVE, GONE }; /* GONE: off the list, maybe freed */
-
+ * hands it to the producer that re-announced it. A lane whose producer has switched to
+ * fenced pushes meanwhile is let go as settle() would now. */
 static enum recheck recheck(struct evloop__ingress *q, struct lane *l)
 {
+    sync_mode(l);
+    if (l->pushes_fenced) {
+        q->on_probation--;
+        l->state = ACTIVE;
+        return let_go(q, l);
+    }
     bool orphaned = atomic_load_explicit(&l->orphaned, memory_order_acquire);
     if (lane_is_empty(l) && !orphaned)
         return STILL_PROBATION;
@@ -653,6 +756,7 @@ size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out
         bool active = l->state == ACTIVE || l->state == HANDED ||
                       (l->state == PROBATION && recheck(q, l) == NOW_ACTIVE);
         if (active) {
+            sync_mode(l);
             n += drain_lane(q, l, out + n, max - n);
             if (lane_is_empty(l)) {
                 if (l->state == ACTIVE)

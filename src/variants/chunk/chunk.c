@@ -33,7 +33,7 @@ struct evloop__ingress {
     /* Its own line: the consumer polls it, and must not pull the mutex's line away from
      * a producer each time it looks. */
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t pushed; /* written under mu */
-    _Atomic uint32_t ever; /* set by the first push (evloop__ingress_has_producers) */
+    _Atomic uint32_t ever; /* set by the first push (evloop__ingress_needs_heavy) */
     alignas(EVLOOP_CACHELINE) uint64_t taken;          /* consumer only from here on */
     struct chunk *cur;                        /* the list taken last, oldest first */
     uint32_t cur_pos;
@@ -259,6 +259,11 @@ void evloop__ingress_fenced(struct evloop__ingress *q)
 bool evloop__ingress_needs_heavy(struct evloop__ingress *q)
 {
     return atomic_load(&q->ever) != 0; /* seq_cst: pairs with first_push() */
+}
+
+void evloop__ingress_woke(struct evloop__ingress *q)
+{
+    (void)q; /* no lanes: the heavy barrier covers every push alike */
 }
 
 bool evloop__ingress_wants_fence(struct evloop__ingress *q)
