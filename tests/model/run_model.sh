@@ -11,7 +11,7 @@ shift 2
 spin=${SPIN:-spin}
 cc=${CC:-cc}
 name=$(basename "$model" .pml)
-work=$(mktemp -d "./spin-$name.XXXXXX")
+work=$(mktemp -d "$PWD/spin-$name.XXXXXX") # absolute: the trap runs after the cd
 trap 'rm -rf "$work"' EXIT
 cp "$model" "$work/$name.pml"
 cd "$work"
