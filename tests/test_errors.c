@@ -22,120 +22,17 @@ static void run_and_free(evloop *loop)
     test_loop_free(loop);
 }
 
-/* ---- evloop_new and the config ----------------------------------------------------------------
- */
-
-static void test_new_with_null_out_returns_einval(void **state)
-{
-    (void)state;
-    assert_rc(evloop_new(NULL, NULL), -EINVAL);
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    assert_rc(evloop_new(NULL, &cfg), -EINVAL);
-}
-
-static void test_new_with_an_unknown_backend_name_returns_einval(void **state)
-{
-    (void)state;
-    const char *names[] = {"nonsense", "epol", "EPOLL ", "io-uring", "select"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        evloop_config cfg;
-        evloop_config_init(&cfg);
-        cfg.backend = names[i];
-        evloop *loop = NULL;
-        int rc = evloop_new(&loop, &cfg);
-        if (rc != -EINVAL) {
-            if (rc == 0)
-                evloop_free(loop);
-            fail_msg("backend \"%s\": evloop_new returned %d (%s), expected -EINVAL", names[i], rc,
-                     evloop_strerror(rc));
-        }
-    }
-}
-
-static void test_new_with_a_spin_below_minus_one_returns_einval(void **state)
-{
-    (void)state;
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.spin_ns = -2;
-    evloop *loop = NULL;
-    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
-    cfg.spin_ns = INT64_MIN;
-    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
-}
-
-static void test_new_with_backend_kqueue_on_linux_returns_enotsup(void **state)
-{
-    (void)state;
-#ifdef __linux__
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.backend = "kqueue";
-    evloop *loop = NULL;
-    assert_rc(evloop_new(&loop, &cfg), -ENOTSUP);
-#else
-    skip();
-#endif
-}
-
-static void test_new_with_backend_epoll_on_linux_gets_epoll(void **state)
-{
-    (void)state;
-#ifdef __linux__
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.backend = "epoll";
-    evloop *loop = NULL;
-    assert_rc(evloop_new(&loop, &cfg), 0);
-    assert_string_equal(evloop_backend(loop), "epoll");
-    test_loop_free(loop);
-#else
-    skip();
-#endif
-}
-
-static void test_new_with_backend_io_uring_gets_it_or_returns_enotsup(void **state)
-{
-    (void)state;
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.backend = "io_uring";
-    evloop *loop = NULL;
-    int rc = evloop_new(&loop, &cfg);
-    assert_true(rc == 0 || rc == -ENOTSUP);
-    if (rc == 0) {
-        assert_string_equal(evloop_backend(loop), "io_uring");
-        test_loop_free(loop);
-    }
-}
-
-static void test_config_init_sets_the_documented_defaults(void **state)
-{
-    (void)state;
-    evloop_config cfg;
-    memset(&cfg, 0x5a, sizeof cfg);
-    evloop_config_init(&cfg);
-    assert_true(cfg.backend == NULL || strcmp(cfg.backend, "auto") == 0);
-    assert_int_equal(cfg.batch_budget, 0);
-    assert_true(cfg.spin_ns == -1);
-    assert_false(cfg.auto_exit);
-    evloop_config_init(NULL); /* ignored */
-}
-
-/* ---- evloop_last_error: which argument, variable or file (issue 13, item 6) --------------------
- */
-
-/* The detail must contain want (a substring), else the test fails and prints it. */
-static void assert_detail_has(const char *want)
+/* The detail must contain want (a substring), else the test fails and prints it with the
+ * case's name. */
+static void assert_detail_has(const char *name, const char *want)
 {
     const char *d = evloop_last_error();
     assert_non_null(d);
     if (!strstr(d, want))
-        fail_msg("evloop_last_error() is \"%s\", expected it to contain \"%s\"", d, want);
+        fail_msg("%s: evloop_last_error() is \"%s\", expected it to contain \"%s\"", name, d, want);
 }
 
-/* A variable of the environment, saved and restored around a test that changes it. */
+/* A variable of the environment, saved and restored around a call that changes it. */
 struct saved_env {
     const char *name;
     char value[512];
@@ -158,6 +55,137 @@ static void env_restore(const struct saved_env *e)
         unsetenv(e->name);
 }
 
+/* ---- evloop_new and the config ----------------------------------------------------------------
+ */
+
+/* evloop_new with one thing wrong, as a row: what it returns (out stays NULL) and what
+ * evloop_last_error() then contains. The config is evloop_config_init's but where the row
+ * says otherwise. */
+struct refused_new {
+    const char *name;            /* what is wrong, for the failure message */
+    bool no_out, no_cfg;         /* pass NULL as out, as cfg */
+    const char *backend;         /* config.backend, unless NULL */
+    const char *profile;         /* config.profile, unless NULL */
+    int64_t spin_ns;             /* config.spin_ns, unless 0 */
+    const char *env, *env_value; /* a variable set for the call alone, unless env is NULL */
+    int want;
+    const char *detail[3]; /* substrings of the last error, up to the first NULL */
+};
+
+static void expect_new_refused(const struct refused_new *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct refused_new *row = &rows[i];
+        evloop_config cfg;
+        evloop_config_init(&cfg);
+        if (row->backend)
+            cfg.backend = row->backend;
+        if (row->profile)
+            cfg.profile = row->profile;
+        if (row->spin_ns)
+            cfg.spin_ns = row->spin_ns;
+        struct saved_env env;
+        if (row->env) {
+            env_save(&env, row->env);
+            setenv(row->env, row->env_value, 1);
+        }
+        evloop *loop = NULL;
+        int rc = evloop_new(row->no_out ? NULL : &loop, row->no_cfg ? NULL : &cfg);
+        if (row->env)
+            env_restore(&env);
+        if (rc == 0)
+            evloop_free(loop);
+        test_assert_rc(rc, row->want, row->name, __FILE__, __LINE__);
+        if (loop)
+            fail_msg("%s: evloop_new failed but set *out", row->name);
+        for (size_t d = 0; d < sizeof row->detail / sizeof row->detail[0] && row->detail[d]; d++)
+            assert_detail_has(row->name, row->detail[d]);
+    }
+}
+
+static void test_new_with_null_out_returns_einval(void **state)
+{
+    (void)state;
+    static const struct refused_new rows[] = {
+        {"NULL out, NULL config", .no_out = true, .no_cfg = true, .want = -EINVAL},
+        {"NULL out, a config", .no_out = true, .want = -EINVAL},
+    };
+    expect_new_refused(rows, sizeof rows / sizeof rows[0]);
+}
+
+static void test_new_with_an_unknown_backend_name_returns_einval(void **state)
+{
+    (void)state;
+    static const struct refused_new rows[] = {
+        {"backend \"nonsense\"", .backend = "nonsense", .want = -EINVAL},
+        {"backend \"epol\"", .backend = "epol", .want = -EINVAL},
+        {"backend \"EPOLL \"", .backend = "EPOLL ", .want = -EINVAL},
+        {"backend \"io-uring\"", .backend = "io-uring", .want = -EINVAL},
+        {"backend \"select\"", .backend = "select", .want = -EINVAL},
+    };
+    expect_new_refused(rows, sizeof rows / sizeof rows[0]);
+}
+
+static void test_new_with_a_spin_below_minus_one_returns_einval(void **state)
+{
+    (void)state;
+    static const struct refused_new rows[] = {
+        {"spin_ns -2", .spin_ns = -2, .want = -EINVAL},
+        {"spin_ns INT64_MIN", .spin_ns = INT64_MIN, .want = -EINVAL},
+    };
+    expect_new_refused(rows, sizeof rows / sizeof rows[0]);
+}
+
+/* evloop_new with a backend named in the config: a loop on that backend, or -ENOTSUP where
+ * it cannot exist here. One cmocka test a row, named in main(). */
+struct named_backend {
+    const char *backend;
+    bool linux_only;     /* the row holds on Linux; elsewhere its test skips */
+    int want;            /* 0: the loop runs on the backend named */
+    bool may_be_missing; /* -ENOTSUP is right too (a kernel or a build without it) */
+};
+
+static struct named_backend kqueue_on_linux = {"kqueue", true, -ENOTSUP, false};
+static struct named_backend epoll_on_linux = {"epoll", true, 0, false};
+static struct named_backend io_uring_anywhere = {"io_uring", false, 0, true};
+
+static void new_with_a_named_backend(void **state)
+{
+    const struct named_backend *b = *state;
+#ifndef __linux__
+    if (b->linux_only)
+        skip();
+#endif
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.backend = b->backend;
+    evloop *loop = NULL;
+    int rc = evloop_new(&loop, &cfg);
+    if (b->may_be_missing && rc == -ENOTSUP)
+        return;
+    test_assert_rc(rc, b->want, b->backend, __FILE__, __LINE__);
+    if (rc == 0) {
+        assert_string_equal(evloop_backend(loop), b->backend);
+        test_loop_free(loop);
+    }
+}
+
+static void test_config_init_sets_the_documented_defaults(void **state)
+{
+    (void)state;
+    evloop_config cfg;
+    memset(&cfg, 0x5a, sizeof cfg);
+    evloop_config_init(&cfg);
+    assert_true(cfg.backend == NULL || strcmp(cfg.backend, "auto") == 0);
+    assert_int_equal(cfg.batch_budget, 0);
+    assert_true(cfg.spin_ns == -1);
+    assert_false(cfg.auto_exit);
+    evloop_config_init(NULL); /* ignored */
+}
+
+/* ---- evloop_last_error: which argument, variable or file (issue 13, item 6) --------------------
+ */
+
 static void test_last_error_is_never_null(void **state)
 {
     (void)state;
@@ -167,58 +195,44 @@ static void test_last_error_is_never_null(void **state)
 static void test_last_error_names_a_missing_profile_from_the_environment(void **state)
 {
     (void)state;
-    struct saved_env env;
-    env_save(&env, "EVLOOP_PROFILE");
-    setenv("EVLOOP_PROFILE", "/nonexistent-evloop-dir/stale-profile", 1);
-    evloop *loop = NULL;
-    assert_rc(evloop_new(&loop, NULL), -ENOENT);
-    assert_null(loop);
-    assert_detail_has("EVLOOP_PROFILE=/nonexistent-evloop-dir/stale-profile");
-    assert_detail_has(strerror(ENOENT));
-    env_restore(&env);
+    static const struct refused_new rows[] = {
+        {"EVLOOP_PROFILE naming no file", .no_cfg = true, .env = "EVLOOP_PROFILE",
+         .env_value = "/nonexistent-evloop-dir/stale-profile", .want = -ENOENT,
+         .detail = {"EVLOOP_PROFILE=/nonexistent-evloop-dir/stale-profile"}},
+    };
+    expect_new_refused(rows, sizeof rows / sizeof rows[0]);
+    assert_detail_has(rows[0].name, strerror(ENOENT));
 }
 
 static void test_last_error_names_the_config_profile_and_a_malformed_file(void **state)
 {
     (void)state;
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.profile = "/nonexistent-evloop-dir/p";
-    evloop *loop = NULL;
-    assert_rc(evloop_new(&loop, &cfg), -ENOENT);
-    assert_detail_has("config.profile=/nonexistent-evloop-dir/p");
-
     char path[] = "/tmp/evloop-test-bad-profile-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     const char junk[] = "this is not a profile\n";
     assert_int_equal(write(fd, junk, sizeof junk - 1), (ssize_t)(sizeof junk - 1));
     close(fd);
-    cfg.profile = path;
-    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
-    assert_detail_has("config.profile=");
-    assert_detail_has(path);
-    assert_detail_has("not a valid evloop profile");
+    const struct refused_new rows[] = {
+        {"config.profile naming no file", .profile = "/nonexistent-evloop-dir/p", .want = -ENOENT,
+         .detail = {"config.profile=/nonexistent-evloop-dir/p"}},
+        {"config.profile naming a malformed file", .profile = path, .want = -EINVAL,
+         .detail = {"config.profile=", path, "not a valid evloop profile"}},
+    };
+    expect_new_refused(rows, sizeof rows / sizeof rows[0]);
     unlink(path);
 }
 
 static void test_last_error_names_an_unknown_backend_and_where_it_came_from(void **state)
 {
     (void)state;
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.backend = "foo";
-    evloop *loop = NULL;
-    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
-    assert_detail_has("config.backend \"foo\": unknown backend");
-    assert_detail_has("epoll, io_uring, kqueue, auto");
-
-    struct saved_env env;
-    env_save(&env, "EVLOOP_BACKEND");
-    setenv("EVLOOP_BACKEND", "epol", 1);
-    assert_rc(evloop_new(&loop, NULL), -EINVAL);
-    assert_detail_has("EVLOOP_BACKEND \"epol\": unknown backend");
-    env_restore(&env);
+    static const struct refused_new rows[] = {
+        {"config.backend \"foo\"", .backend = "foo", .want = -EINVAL,
+         .detail = {"config.backend \"foo\": unknown backend", "epoll, io_uring, kqueue, auto"}},
+        {"EVLOOP_BACKEND \"epol\"", .no_cfg = true, .env = "EVLOOP_BACKEND", .env_value = "epol",
+         .want = -EINVAL, .detail = {"EVLOOP_BACKEND \"epol\": unknown backend"}},
+    };
+    expect_new_refused(rows, sizeof rows / sizeof rows[0]);
 }
 
 static void test_last_error_says_a_backend_is_not_built_here(void **state)
@@ -235,7 +249,7 @@ static void test_last_error_says_a_backend_is_not_built_here(void **state)
         skip();
     }
     assert_rc(rc, -ENOTSUP);
-    assert_detail_has("config.backend \"kqueue\": not built into this library");
+    assert_detail_has("kqueue", "config.backend \"kqueue\": not built into this library");
 #else
     skip();
 #endif
@@ -244,14 +258,11 @@ static void test_last_error_says_a_backend_is_not_built_here(void **state)
 static void test_last_error_names_a_spin_below_minus_one(void **state)
 {
     (void)state;
-    evloop_config cfg;
-    evloop_config_init(&cfg);
-    cfg.spin_ns = -7;
-    evloop *loop = NULL;
-    assert_rc(evloop_new(&loop, &cfg), -EINVAL);
-    assert_detail_has("config.spin_ns -7");
-    assert_rc(evloop_new(NULL, NULL), -EINVAL);
-    assert_detail_has("out: NULL");
+    static const struct refused_new rows[] = {
+        {"spin_ns -7", .spin_ns = -7, .want = -EINVAL, .detail = {"config.spin_ns -7"}},
+        {"NULL out", .no_out = true, .no_cfg = true, .want = -EINVAL, .detail = {"out: NULL"}},
+    };
+    expect_new_refused(rows, sizeof rows / sizeof rows[0]);
 }
 
 static void test_last_error_is_empty_after_a_success(void **state)
@@ -291,31 +302,87 @@ static void test_last_error_is_per_thread(void **state)
     void *rc = NULL;
     assert_int_equal(pthread_join(t, &rc), 0);
     assert_int_equal((int)(intptr_t)rc, -EINVAL);
-    assert_detail_has("\"this-thread\"");
+    assert_detail_has("this thread", "\"this-thread\"");
     assert_null(strstr(evloop_last_error(), "another-thread"));
 }
 
-/* ---- NULL loop, NULL callback -------------------------------------------------------------------
+/* ---- every entry point, one row each ------------------------------------------------------------
  */
+
+enum entry {
+    RUN,
+    STOP,
+    SUBMIT,
+    SUBMIT_INTERNAL,
+    QUEUE_MICROTASK,
+    TIMER_START,
+    TIMER_CANCEL,
+    IO_ADD,
+    IO_MODIFY,
+    IO_REMOVE,
+    STATS
+};
+
+/* A call to an entry point. Its callback is test_never_task or test_never_io (NULL where
+ * the caller says so), its arg NULL, its fd the caller's, its events EVLOOP_READABLE, a timer
+ * one due at once, cancelled id 1. */
+struct entry_call {
+    const char *name; /* for the failure message */
+    enum entry entry;
+    uint64_t interval_ns; /* TIMER_START */
+    bool want_id;         /* TIMER_START: pass an id out (else NULL) */
+};
+
+static int call_entry(const struct entry_call *c, evloop *loop, bool null_cb, int fd)
+{
+    evloop_cb task = null_cb ? NULL : test_never_task;
+    evloop_io_cb io = null_cb ? NULL : test_never_io;
+    evloop_timer_id id = 0;
+    struct evloop_stats st;
+    switch (c->entry) {
+    case RUN: return evloop_run(loop);
+    case STOP: return evloop_stop(loop);
+    case SUBMIT: return evloop_submit(loop, task, NULL);
+    case SUBMIT_INTERNAL: return evloop_submit_internal(loop, task, NULL);
+    case QUEUE_MICROTASK: return evloop_queue_microtask(loop, task, NULL);
+    case TIMER_START:
+        return evloop_timer_start(loop, 0, c->interval_ns, task, NULL, c->want_id ? &id : NULL);
+    case TIMER_CANCEL: return evloop_timer_cancel(loop, 1);
+    case IO_ADD: return evloop_io_add(loop, fd, EVLOOP_READABLE, io, NULL);
+    case IO_MODIFY: return evloop_io_modify(loop, fd, EVLOOP_READABLE);
+    case IO_REMOVE: return evloop_io_remove(loop, fd);
+    default: /* STATS */ return evloop_stats(loop, &st);
+    }
+}
+
+/* Makes each call and asserts it returns want; a failure names the call. */
+static void expect_each(const struct entry_call *calls, size_t n, evloop *loop, bool null_cb,
+                        int fd, int want)
+{
+    for (size_t i = 0; i < n; i++)
+        test_assert_rc(call_entry(&calls[i], loop, null_cb, fd), want, calls[i].name, __FILE__,
+                       __LINE__);
+}
 
 static void test_every_entry_point_returns_einval_for_a_null_loop(void **state)
 {
     (void)state;
     int p[2];
     test_pipe(p);
-    evloop_timer_id id = 0;
-    struct evloop_stats st;
-    assert_rc(evloop_run(NULL), -EINVAL);
-    assert_rc(evloop_stop(NULL), -EINVAL);
-    assert_rc(evloop_submit(NULL, test_never_task, NULL), -EINVAL);
-    assert_rc(evloop_submit_internal(NULL, test_never_task, NULL), -EINVAL);
-    assert_rc(evloop_queue_microtask(NULL, test_never_task, NULL), -EINVAL);
-    assert_rc(evloop_timer_start(NULL, 0, 0, test_never_task, NULL, &id), -EINVAL);
-    assert_rc(evloop_timer_cancel(NULL, 1), -EINVAL);
-    assert_rc(evloop_io_add(NULL, p[0], EVLOOP_READABLE, test_never_io, NULL), -EINVAL);
-    assert_rc(evloop_io_modify(NULL, p[0], EVLOOP_READABLE), -EINVAL);
-    assert_rc(evloop_io_remove(NULL, p[0]), -EINVAL);
-    assert_rc(evloop_stats(NULL, &st), -EINVAL);
+    static const struct entry_call calls[] = {
+        {.name = "evloop_run", .entry = RUN},
+        {.name = "evloop_stop", .entry = STOP},
+        {.name = "evloop_submit", .entry = SUBMIT},
+        {.name = "evloop_submit_internal", .entry = SUBMIT_INTERNAL},
+        {.name = "evloop_queue_microtask", .entry = QUEUE_MICROTASK},
+        {.name = "evloop_timer_start", .entry = TIMER_START, .want_id = true},
+        {.name = "evloop_timer_cancel", .entry = TIMER_CANCEL},
+        {.name = "evloop_io_add", .entry = IO_ADD},
+        {.name = "evloop_io_modify", .entry = IO_MODIFY},
+        {.name = "evloop_io_remove", .entry = IO_REMOVE},
+        {.name = "evloop_stats", .entry = STATS},
+    };
+    expect_each(calls, sizeof calls / sizeof calls[0], NULL, false, p[0], -EINVAL);
     assert_int_equal(evloop_state(NULL), EVLOOP_TERMINATED);
     assert_null(evloop_backend(NULL));
     assert_rc(evloop_free(NULL), 0);
@@ -330,13 +397,17 @@ static void test_every_entry_point_returns_einval_for_a_null_callback(void **sta
     evloop *loop = test_loop_new(NULL);
     int p[2];
     test_pipe(p);
-    evloop_timer_id id = 0;
-    assert_rc(evloop_submit(loop, NULL, NULL), -EINVAL);
-    assert_rc(evloop_submit_internal(loop, NULL, NULL), -EINVAL);
-    assert_rc(evloop_queue_microtask(loop, NULL, NULL), -EINVAL);
-    assert_rc(evloop_timer_start(loop, 0, 0, NULL, NULL, &id), -EINVAL);
-    assert_rc(evloop_timer_start(loop, 0, 1000, NULL, NULL, NULL), -EINVAL);
-    assert_rc(evloop_io_add(loop, p[0], EVLOOP_READABLE, NULL, NULL), -EINVAL);
+    static const struct entry_call calls[] = {
+        {.name = "evloop_submit", .entry = SUBMIT},
+        {.name = "evloop_submit_internal", .entry = SUBMIT_INTERNAL},
+        {.name = "evloop_queue_microtask", .entry = QUEUE_MICROTASK},
+        {.name = "evloop_timer_start with an id out", .entry = TIMER_START, .want_id = true},
+        {.name = "evloop_timer_start repeating, no id out",
+         .entry = TIMER_START,
+         .interval_ns = 1000},
+        {.name = "evloop_io_add", .entry = IO_ADD},
+    };
+    expect_each(calls, sizeof calls / sizeof calls[0], loop, true, p[0], -EINVAL);
     /* the fd was not registered by the failed add */
     assert_rc(evloop_io_remove(loop, p[0]), -ENOENT);
     run_and_free(loop);
@@ -355,6 +426,20 @@ static void test_stats_with_a_null_out_returns_einval(void **state)
 /* ---- event bits ---------------------------------------------------------------------------------
  */
 
+/* Every value here is refused with -EINVAL by io_add (modify false) or io_modify of fd. */
+static void expect_bad_bits_refused(evloop *loop, int fd, bool modify)
+{
+    static const unsigned bad[] = {
+        0, 16, 32, 0x80000000u, EVLOOP_READABLE | 16u, EVLOOP_WRITABLE | 0x100u, ~0u};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = modify ? evloop_io_modify(loop, fd, bad[i])
+                        : evloop_io_add(loop, fd, bad[i], test_never_io, "fd with bad bits fired");
+        if (rc != -EINVAL)
+            fail_msg("%s events %#x returned %d (%s), expected -EINVAL",
+                     modify ? "io_modify" : "io_add", bad[i], rc, evloop_strerror(rc));
+    }
+}
+
 static void test_io_add_and_modify_with_no_or_unknown_event_bits_return_einval(void **state)
 {
     (void)state;
@@ -362,25 +447,13 @@ static void test_io_add_and_modify_with_no_or_unknown_event_bits_return_einval(v
     int p[2];
     test_pipe(p);
     test_write_byte(p[1]);
-    const unsigned bad[] = {
-        0, 16, 32, 0x80000000u, EVLOOP_READABLE | 16u, EVLOOP_WRITABLE | 0x100u, ~0u};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = evloop_io_add(loop, p[0], bad[i], test_never_io, "fd with bad bits fired");
-        if (rc != -EINVAL)
-            fail_msg("io_add events %#x returned %d (%s), expected -EINVAL", bad[i], rc,
-                     evloop_strerror(rc));
-    }
+    expect_bad_bits_refused(loop, p[0], false);
     assert_rc(evloop_io_remove(loop, p[0]), -ENOENT);
     /* modify of a registered fd: the same rule, and the registration is unchanged */
     int s[2];
     test_socketpair(s);
     assert_rc(evloop_io_add(loop, s[0], EVLOOP_READABLE, test_never_io, "idle socket fired"), 0);
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = evloop_io_modify(loop, s[0], bad[i]);
-        if (rc != -EINVAL)
-            fail_msg("io_modify events %#x returned %d (%s), expected -EINVAL", bad[i], rc,
-                     evloop_strerror(rc));
-    }
+    expect_bad_bits_refused(loop, s[0], true);
     assert_rc(evloop_io_remove(loop, s[0]), 0);
     run_and_free(loop);
     close(p[0]);
@@ -405,11 +478,19 @@ static void test_io_add_of_a_negative_or_closed_fd_returns_ebadf(void **state)
 {
     (void)state;
     evloop *loop = test_loop_new(NULL);
-    assert_rc(evloop_io_add(loop, -1, EVLOOP_READABLE, test_never_io, NULL), -EBADF);
-    assert_rc(evloop_io_add(loop, INT_MIN, EVLOOP_READABLE, test_never_io, NULL), -EBADF);
-    int fd = closed_fd();
-    assert_rc(evloop_io_add(loop, fd, EVLOOP_READABLE, test_never_io, NULL), -EBADF);
-    assert_rc(evloop_io_add(loop, 1 << 29, EVLOOP_WRITABLE, test_never_io, NULL), -EBADF);
+    const struct {
+        const char *name;
+        int fd;
+        unsigned events;
+    } rows[] = {
+        {"fd -1", -1, EVLOOP_READABLE},
+        {"fd INT_MIN", INT_MIN, EVLOOP_READABLE},
+        {"a closed fd", closed_fd(), EVLOOP_READABLE},
+        {"fd 1 << 29, never opened", 1 << 29, EVLOOP_WRITABLE},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        test_assert_rc(evloop_io_add(loop, rows[i].fd, rows[i].events, test_never_io, NULL), -EBADF,
+                       rows[i].name, __FILE__, __LINE__);
     run_and_free(loop);
 }
 
@@ -528,12 +609,15 @@ static void test_every_entry_point_of_a_terminated_loop_returns_eshutdown(void *
     assert_rc(test_run_to_end(loop), 0);
     int p[2];
     test_pipe(p);
-    assert_rc(evloop_run(loop), -ESHUTDOWN);
-    assert_rc(evloop_submit(loop, test_never_task, NULL), -ESHUTDOWN);
-    assert_rc(evloop_submit_internal(loop, test_never_task, NULL), -ESHUTDOWN);
-    assert_rc(evloop_queue_microtask(loop, test_never_task, NULL), -ESHUTDOWN);
-    assert_rc(evloop_timer_start(loop, 0, 0, test_never_task, NULL, NULL), -ESHUTDOWN);
-    assert_rc(evloop_io_add(loop, p[0], EVLOOP_READABLE, test_never_io, NULL), -ESHUTDOWN);
+    static const struct entry_call calls[] = {
+        {.name = "evloop_run", .entry = RUN},
+        {.name = "evloop_submit", .entry = SUBMIT},
+        {.name = "evloop_submit_internal", .entry = SUBMIT_INTERNAL},
+        {.name = "evloop_queue_microtask", .entry = QUEUE_MICROTASK},
+        {.name = "evloop_timer_start", .entry = TIMER_START},
+        {.name = "evloop_io_add", .entry = IO_ADD},
+    };
+    expect_each(calls, sizeof calls / sizeof calls[0], loop, false, p[0], -ESHUTDOWN);
     assert_rc(evloop_stop(loop), 0);
     test_loop_free(loop);
     close(p[0]);
@@ -543,6 +627,15 @@ static void test_every_entry_point_of_a_terminated_loop_returns_eshutdown(void *
 /* ---- strerror
  * ------------------------------------------------------------------------------------- */
 
+/* evloop_strerror(code), which must be a message: not NULL, not empty. */
+static const char *message_of(int code)
+{
+    const char *m = evloop_strerror(code);
+    if (m == NULL || *m == '\0')
+        fail_msg("evloop_strerror(%d) gave %s", code, m ? "\"\"" : "NULL");
+    return m;
+}
+
 static void test_strerror_gives_a_distinct_message_for_every_documented_error(void **state)
 {
     (void)state;
@@ -551,27 +644,20 @@ static void test_strerror_gives_a_distinct_message_for_every_documented_error(vo
     const size_t n = sizeof errs / sizeof errs[0];
     const char *msgs[sizeof errs / sizeof errs[0]];
     for (size_t i = 0; i < n; i++) {
-        msgs[i] = evloop_strerror(errs[i]);
-        assert_non_null(msgs[i]);
-        assert_true(strlen(msgs[i]) > 0);
+        msgs[i] = message_of(errs[i]);
         for (size_t j = 0; j < i; j++)
             if (strcmp(msgs[i], msgs[j]) == 0)
                 fail_msg("%d and %d share the message \"%s\"", errs[i], errs[j], msgs[i]);
     }
-    const char *ok = evloop_strerror(0);
-    assert_non_null(ok);
-    assert_true(strlen(ok) > 0);
+    message_of(0);
 }
 
 static void test_strerror_gives_a_message_for_unknown_codes(void **state)
 {
     (void)state;
     const int codes[] = {-9999, -4096, 1, 12345, INT_MAX, -INT_MAX, -EAGAIN};
-    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
-        const char *m = evloop_strerror(codes[i]);
-        assert_non_null(m);
-        assert_true(strlen(m) > 0);
-    }
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        message_of(codes[i]);
 }
 
 /* Regression: evloop_strerror(INT_MIN) negated INT_MIN (signed overflow, undefined; UBSan
@@ -579,9 +665,7 @@ static void test_strerror_gives_a_message_for_unknown_codes(void **state)
 static void test_strerror_of_int_min_gives_a_message_without_overflow(void **state)
 {
     (void)state;
-    const char *m = evloop_strerror(INT_MIN);
-    assert_non_null(m);
-    assert_true(strlen(m) > 0);
+    message_of(INT_MIN);
 }
 
 int main(void)
@@ -590,9 +674,12 @@ int main(void)
         cmocka_unit_test(test_new_with_null_out_returns_einval),
         cmocka_unit_test(test_new_with_an_unknown_backend_name_returns_einval),
         cmocka_unit_test(test_new_with_a_spin_below_minus_one_returns_einval),
-        cmocka_unit_test(test_new_with_backend_kqueue_on_linux_returns_enotsup),
-        cmocka_unit_test(test_new_with_backend_epoll_on_linux_gets_epoll),
-        cmocka_unit_test(test_new_with_backend_io_uring_gets_it_or_returns_enotsup),
+        {"test_new_with_backend_kqueue_on_linux_returns_enotsup", new_with_a_named_backend, NULL,
+         NULL, &kqueue_on_linux},
+        {"test_new_with_backend_epoll_on_linux_gets_epoll", new_with_a_named_backend, NULL, NULL,
+         &epoll_on_linux},
+        {"test_new_with_backend_io_uring_gets_it_or_returns_enotsup", new_with_a_named_backend,
+         NULL, NULL, &io_uring_anywhere},
         cmocka_unit_test(test_config_init_sets_the_documented_defaults),
         cmocka_unit_test(test_last_error_is_never_null),
         cmocka_unit_test(test_last_error_names_a_missing_profile_from_the_environment),

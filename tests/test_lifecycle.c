@@ -117,85 +117,58 @@ static void test_stop_before_run_makes_run_drain_accepted_tasks_and_return(void 
     test_loop_free(loop);
 }
 
-static void test_run_while_running_returns_ebusy(void **state)
-{
-    (void)state;
-    evloop *loop = test_loop_new(NULL);
-    struct test_runner r;
-    test_runner_start(&r, loop);
-    assert_true(wait_for_running(loop));
-    assert_rc(evloop_run(loop), -EBUSY);
-    assert_true(evloop_state(loop) == EVLOOP_RUNNING || evloop_state(loop) == EVLOOP_SLEEPING);
-    test_runner_stop(&r);
-    test_loop_free(loop);
-}
+/* ---- what a running loop refuses ---------------------------------------------------------- */
 
-struct nested_run {
+/* evloop_run or evloop_free on a running loop, called from another thread or from inside one
+ * of its callbacks: -EBUSY, and the loop goes on (nothing was freed). One cmocka test a row,
+ * named in main(). */
+struct busy_case {
+    const char *name; /* the call and where it is made, for the failure message */
+    int (*call)(evloop *loop);
+    bool inside_callback;
+};
+
+static struct busy_case run_while_running = {"evloop_run from another thread", evloop_run, false};
+static struct busy_case run_inside_a_callback = {"evloop_run inside a callback", evloop_run, true};
+static struct busy_case free_while_running = {"evloop_free from another thread", evloop_free,
+                                              false};
+static struct busy_case free_inside_a_callback = {"evloop_free inside a callback", evloop_free,
+                                                  true};
+
+struct call_inside {
+    const struct busy_case *c;
     evloop *loop;
     atomic_int rc;
     test_counter done;
 };
 
-static void run_inside_a_callback(void *arg)
+static void make_call_inside(void *arg)
 {
-    struct nested_run *n = arg;
-    atomic_store(&n->rc, evloop_run(n->loop));
+    struct call_inside *n = arg;
+    atomic_store(&n->rc, n->c->call(n->loop));
     atomic_fetch_add(&n->done, 1);
 }
 
-static void test_run_inside_a_callback_returns_ebusy(void **state)
+static void refused_while_running(void **state)
 {
-    (void)state;
-    evloop *loop = test_loop_new(NULL);
-    struct nested_run n = {.loop = loop, .rc = 1, .done = 0};
-    struct test_runner r;
-    test_runner_start(&r, loop);
-    assert_rc(evloop_submit(loop, run_inside_a_callback, &n), 0);
-    assert_true(wait_for_count(&n.done, 1));
-    assert_rc(atomic_load(&n.rc), -EBUSY);
-    test_runner_stop(&r);
-    test_loop_free(loop);
-}
-
-static void test_free_while_running_returns_ebusy_and_frees_nothing(void **state)
-{
-    (void)state;
+    const struct busy_case *c = *state;
     evloop *loop = test_loop_new(NULL);
     struct test_runner r;
     test_runner_start(&r, loop);
     assert_true(wait_for_running(loop));
-    assert_rc(evloop_free(loop), -EBUSY);
-    /* The loop still works: a task submitted now runs. */
+    struct call_inside n = {.c = c, .loop = loop, .rc = 1, .done = 0};
+    if (c->inside_callback) {
+        assert_rc(evloop_submit(loop, make_call_inside, &n), 0);
+        assert_true(wait_for_count(&n.done, 1));
+    } else {
+        atomic_store(&n.rc, c->call(loop));
+    }
+    test_assert_rc(atomic_load(&n.rc), -EBUSY, c->name, __FILE__, __LINE__);
+    /* The loop goes on: it still reads running, and a task submitted now runs. */
+    assert_true(evloop_state(loop) == EVLOOP_RUNNING || evloop_state(loop) == EVLOOP_SLEEPING);
     test_counter ran = 0;
     assert_rc(evloop_submit(loop, test_count_task, &ran), 0);
     assert_true(wait_for_count(&ran, 1));
-    test_runner_stop(&r);
-    test_loop_free(loop);
-}
-
-struct free_inside {
-    evloop *loop;
-    atomic_int rc;
-    test_counter done;
-};
-
-static void free_inside_a_callback(void *arg)
-{
-    struct free_inside *f = arg;
-    atomic_store(&f->rc, evloop_free(f->loop));
-    atomic_fetch_add(&f->done, 1);
-}
-
-static void test_free_inside_a_callback_returns_ebusy(void **state)
-{
-    (void)state;
-    evloop *loop = test_loop_new(NULL);
-    struct free_inside f = {.loop = loop, .rc = 1, .done = 0};
-    struct test_runner r;
-    test_runner_start(&r, loop);
-    assert_rc(evloop_submit(loop, free_inside_a_callback, &f), 0);
-    assert_true(wait_for_count(&f.done, 1));
-    assert_rc(atomic_load(&f.rc), -EBUSY);
     test_runner_stop(&r);
     test_loop_free(loop);
 }
@@ -228,26 +201,51 @@ static void note_thread_and_queue_microtask(void *arg)
     CHECK_EQ(evloop_queue_microtask(t->loop, note_thread, t), 0);
 }
 
+/* The ways to hand a loop a task, each with a callback that notes its thread (arg: a struct
+ * on_thread). */
+static const struct task_way {
+    const char *name; /* for the failure message */
+    int (*submit)(evloop *loop, evloop_cb cb, void *arg);
+    evloop_cb cb;
+    int runs;          /* note_thread calls per task: the microtask it queues counts too */
+    int before_a_free; /* how many the free of a loop never run gets */
+} task_ways[] = {
+    {"evloop_submit", evloop_submit, note_thread, 1, 1000},
+    {"evloop_submit_internal", evloop_submit_internal, note_thread, 1, 10},
+    {"evloop_queue_microtask", evloop_queue_microtask, note_thread, 1, 10},
+    {"evloop_submit of a task that queues a microtask while draining", evloop_submit,
+     note_thread_and_queue_microtask, 2, 10},
+};
+static const size_t n_task_ways = sizeof task_ways / sizeof task_ways[0];
+
+/* Submits `times` tasks each way (before_a_free of each when times is 0); returns how many
+ * note_thread calls they make. */
+static uint64_t submit_each_way(evloop *loop, struct on_thread *t, int times)
+{
+    uint64_t runs = 0;
+    for (size_t w = 0; w < n_task_ways; w++) {
+        const struct task_way *way = &task_ways[w];
+        int n = times ? times : way->before_a_free;
+        for (int i = 0; i < n; i++)
+            test_assert_rc(way->submit(loop, way->cb, t), 0, way->name, __FILE__, __LINE__);
+        runs += (uint64_t)n * (uint64_t)way->runs;
+    }
+    return runs;
+}
+
 static void
 test_free_of_a_loop_never_run_runs_its_accepted_tasks_on_the_calling_thread(void **state)
 {
     (void)state;
     evloop *loop = test_loop_new(NULL);
     struct on_thread t = {.expected = pthread_self(), .ran = 0, .wrong_thread = 0, .loop = loop};
-    for (int i = 0; i < 1000; i++)
-        assert_rc(evloop_submit(loop, note_thread, &t), 0);
-    for (int i = 0; i < 10; i++)
-        assert_rc(evloop_submit_internal(loop, note_thread, &t), 0);
-    for (int i = 0; i < 10; i++)
-        assert_rc(evloop_queue_microtask(loop, note_thread, &t), 0);
-    for (int i = 0; i < 10; i++) /* each also queues a microtask while draining */
-        assert_rc(evloop_submit(loop, note_thread_and_queue_microtask, &t), 0);
+    uint64_t runs = submit_each_way(loop, &t, 0);
     /* A pending timer does not fire; the free releases it (LSan checks). */
     assert_rc(evloop_timer_start(loop, 3600ull * 1000000000u, 0, test_never_task,
                                  "timer fired during free", NULL),
               0);
     test_loop_free(loop);
-    assert_int_equal(atomic_load(&t.ran), 1000 + 10 + 10 + 10 + 10);
+    assert_int_equal(atomic_load(&t.ran), runs);
     assert_int_equal(atomic_load(&t.wrong_thread), 0);
 }
 
@@ -286,14 +284,11 @@ static void test_every_kind_of_callback_runs_on_the_thread_inside_run(void **sta
     test_runner_start(&r, loop);
     t.expected = r.thread;
     assert_true(wait_for_running(loop));
-    assert_rc(evloop_submit(loop, note_thread, &t), 0);
-    assert_rc(evloop_submit_internal(loop, note_thread, &t), 0);
-    assert_rc(evloop_queue_microtask(loop, note_thread, &t), 0);
-    assert_rc(evloop_submit(loop, note_thread_and_queue_microtask, &t), 0);
+    uint64_t runs = submit_each_way(loop, &t, 1);
     assert_rc(evloop_timer_start(loop, 1000000, 0, on_timer_note_thread, &t, NULL), 0);
     assert_rc(evloop_io_add(loop, p[0], EVLOOP_READABLE, on_io_note_thread, &t), 0);
     test_write_byte(p[1]);
-    assert_true(wait_for_count(&t.ran, 7));
+    assert_true(wait_for_count(&t.ran, runs + 2)); /* and the timer's and the fd's */
     assert_rc(evloop_io_remove(loop, p[0]), 0);
     test_runner_stop(&r);
     assert_int_equal(atomic_load(&t.wrong_thread), 0);
@@ -328,10 +323,14 @@ int main(void)
         cmocka_unit_test(test_loop_reads_terminated_after_run_returns),
         cmocka_unit_test(test_run_on_a_terminated_loop_returns_eshutdown),
         cmocka_unit_test(test_stop_before_run_makes_run_drain_accepted_tasks_and_return),
-        cmocka_unit_test(test_run_while_running_returns_ebusy),
-        cmocka_unit_test(test_run_inside_a_callback_returns_ebusy),
-        cmocka_unit_test(test_free_while_running_returns_ebusy_and_frees_nothing),
-        cmocka_unit_test(test_free_inside_a_callback_returns_ebusy),
+        {"test_run_while_running_returns_ebusy", refused_while_running, NULL, NULL,
+         &run_while_running},
+        {"test_run_inside_a_callback_returns_ebusy", refused_while_running, NULL, NULL,
+         &run_inside_a_callback},
+        {"test_free_while_running_returns_ebusy_and_frees_nothing", refused_while_running, NULL,
+         NULL, &free_while_running},
+        {"test_free_inside_a_callback_returns_ebusy", refused_while_running, NULL, NULL,
+         &free_inside_a_callback},
         cmocka_unit_test(test_free_of_null_is_a_no_op),
         cmocka_unit_test(
             test_free_of_a_loop_never_run_runs_its_accepted_tasks_on_the_calling_thread),

@@ -60,6 +60,17 @@ static int64_t wait_done(struct done *d)
     return atomic_load(&d->res);
 }
 
+/* Checks that d's callback ran exactly once, with res, where nothing is left to wait for (the
+ * loop has stopped or been freed); name says which op d is. */
+static void assert_ran_once_with(const char *name, struct done *d, int64_t res)
+{
+    uint64_t calls = atomic_load(&d->calls);
+    int64_t got = atomic_load(&d->res);
+    if (calls != 1 || got != res)
+        fail_msg("%s: %llu callbacks, the last with %lld; expected 1 callback with %lld", name,
+                 (unsigned long long)calls, (long long)got, (long long)res);
+}
+
 /* ---- calls on the loop thread ----------------------------------------------------------- */
 
 enum { ACCEPT, RECV, SEND, CANCEL };
@@ -175,10 +186,20 @@ static void end_loop(struct test_runner *r, evloop *loop)
     g_runner = NULL;
 }
 
+/* The initial states of a test run twice, once a row in main(): it makes its calls on the
+ * loop thread (local) or from the test thread. */
+static bool on_the_loop_thread = true, from_another_thread = false;
+
+static bool calls_are_local(void **state)
+{
+    return *(const bool *)*state;
+}
+
 /* ---- results ---------------------------------------------------------------------------- */
 
-static void recv_with_data_waiting(bool local)
+static void recv_with_data_waiting(void **state)
 {
+    bool local = calls_are_local(state);
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
@@ -193,18 +214,6 @@ static void recv_with_data_waiting(bool local)
     assert_memory_equal(buf, "hello", 5);
     end_loop(&r, loop);
     close_pair(s);
-}
-
-static void test_recv_on_a_socket_with_data_completes_at_once_local(void **state)
-{
-    (void)state;
-    recv_with_data_waiting(true);
-}
-
-static void test_recv_on_a_socket_with_data_completes_from_another_thread(void **state)
-{
-    (void)state;
-    recv_with_data_waiting(false);
 }
 
 static void test_recv_waits_for_data_and_reports_zero_when_the_peer_closes(void **state)
@@ -307,8 +316,10 @@ static void *slow_read(void *arg)
     return NULL;
 }
 
-static void sends_to_a_slow_reader(bool local)
+/* Alternating the threads when remote: sends keep the order of the calls. */
+static void sends_to_a_slow_reader(void **state)
 {
+    bool local = calls_are_local(state);
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
@@ -331,7 +342,6 @@ static void sends_to_a_slow_reader(bool local)
     for (int i = 0; i < SLOW_SENDS; i++) {
         done_init(&d[i]);
         d[i].order = &order;
-        /* Alternate the threads when remote: sends keep the order of the calls. */
         bool here = local || (i % 2 == 0);
         assert_rc(call_op(here, loop, SEND, s[0], out + (size_t)i * SLOW_LEN, SLOW_LEN, &d[i]), 0);
     }
@@ -346,18 +356,6 @@ static void sends_to_a_slow_reader(bool local)
     close_pair(s);
     free(out);
     free(in);
-}
-
-static void test_sends_to_a_slow_reader_complete_in_order_in_many_partial_writes(void **state)
-{
-    (void)state;
-    sends_to_a_slow_reader(true);
-}
-
-static void test_sends_from_two_threads_keep_the_order_of_the_calls(void **state)
-{
-    (void)state;
-    sends_to_a_slow_reader(false);
 }
 
 /* ---- -EBUSY, and mixing with readiness -------------------------------------------------- */
@@ -516,8 +514,49 @@ static void test_io_add_and_remove_racing_ops_on_one_fd_never_hold_it_together(v
 
 /* ---- bad arguments ---------------------------------------------------------------------- */
 
-static void bad_arguments(bool local)
+/* The fds a bad call is given; bad_arguments() opens them. */
+enum bad_fd { CLOSED_FD, FD_MINUS_1, FD_MINUS_3, PIPE_READ, PIPE_WRITE, SOCKET, TCP_NOT_LISTENING };
+
+/* A call refused from either thread, and no callback runs. Its buffer, when it has one, is 4
+ * bytes. A call with no_loop or no_cb (NULL passed for the loop or the callback) is made on
+ * the test thread in both modes: one without a loop cannot be posted to the loop thread. */
+static const struct bad_call {
+    const char *name; /* for the failure message */
+    int kind;
+    enum bad_fd fd;
+    bool with_buf;
+    size_t len;
+    bool no_loop, no_cb;
+    int want;
+} bad_calls[] = {
+    {"recv on a closed fd", RECV, CLOSED_FD, .with_buf = true, .len = 4, .want = -EBADF},
+    {"send on a closed fd", SEND, CLOSED_FD, .with_buf = true, .len = 4, .want = -EBADF},
+    {"accept on a closed fd", ACCEPT, CLOSED_FD, .want = -EBADF},
+    {"recv on fd -1", RECV, FD_MINUS_1, .with_buf = true, .len = 4, .want = -EBADF},
+    {"recv on a pipe", RECV, PIPE_READ, .with_buf = true, .len = 4, .want = -ENOTSOCK},
+    {"send on a pipe", SEND, PIPE_WRITE, .with_buf = true, .len = 4, .want = -ENOTSOCK},
+    {"accept on a pipe", ACCEPT, PIPE_READ, .want = -ENOTSOCK},
+    {"recv into NULL", RECV, SOCKET, .len = 4, .want = -EINVAL},
+    {"send from NULL", SEND, SOCKET, .len = 4, .want = -EINVAL},
+    {"recv of 0 bytes", RECV, SOCKET, .with_buf = true, .len = 0, .want = -EINVAL},
+    {"send of 0 bytes", SEND, SOCKET, .with_buf = true, .len = 0, .want = -EINVAL},
+    {"accept on a socketpair end (not listening)", ACCEPT, SOCKET, .want = -EINVAL},
+    {"accept on a TCP socket not listening", ACCEPT, TCP_NOT_LISTENING, .want = -EINVAL},
+    {"cancel with nothing pending", CANCEL, SOCKET, .want = -ENOENT},
+    {"cancel on fd -3", CANCEL, FD_MINUS_3, .want = -EBADF},
+    {"recv with a NULL loop", RECV, SOCKET, .with_buf = true, .len = 1, .no_loop = true,
+     .want = -EINVAL},
+    {"recv with a NULL callback", RECV, SOCKET, .with_buf = true, .len = 1, .no_cb = true,
+     .want = -EINVAL},
+    {"accept with a NULL loop", ACCEPT, SOCKET, .no_loop = true, .want = -EINVAL},
+    {"send with a NULL callback", SEND, SOCKET, .with_buf = true, .len = 1, .no_cb = true,
+     .want = -EINVAL},
+    {"cancel with a NULL loop", CANCEL, SOCKET, .no_loop = true, .want = -EINVAL},
+};
+
+static void bad_arguments(void **state)
 {
+    bool local = calls_are_local(state);
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2], p[2];
@@ -526,29 +565,37 @@ static void bad_arguments(bool local)
     struct done d;
     done_init(&d);
     char buf[4];
+    /* The TCP socket first: opened after the closed fd, it would take its number. */
+    int tcp = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    assert_true(tcp >= 0);
     int closed = dup(s[0]);
     close(closed);
-    assert_rc(call_op(local, loop, RECV, closed, buf, sizeof buf, &d), -EBADF);
-    assert_rc(call_op(local, loop, SEND, closed, buf, sizeof buf, &d), -EBADF);
-    assert_rc(call_op(local, loop, ACCEPT, closed, NULL, 0, &d), -EBADF);
-    assert_rc(call_op(local, loop, RECV, -1, buf, sizeof buf, &d), -EBADF);
-    assert_rc(call_op(local, loop, RECV, p[0], buf, sizeof buf, &d), -ENOTSOCK);
-    assert_rc(call_op(local, loop, SEND, p[1], buf, sizeof buf, &d), -ENOTSOCK);
-    assert_rc(call_op(local, loop, ACCEPT, p[0], NULL, 0, &d), -ENOTSOCK);
-    assert_rc(call_op(local, loop, RECV, s[0], NULL, 4, &d), -EINVAL);
-    assert_rc(call_op(local, loop, SEND, s[0], NULL, 4, &d), -EINVAL);
-    assert_rc(call_op(local, loop, RECV, s[0], buf, 0, &d), -EINVAL);
-    assert_rc(call_op(local, loop, SEND, s[0], buf, 0, &d), -EINVAL);
-    assert_rc(call_op(local, loop, ACCEPT, s[0], NULL, 0, &d), -EINVAL); /* not listening */
-    int tcp = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    assert_rc(call_op(local, loop, ACCEPT, tcp, NULL, 0, &d), -EINVAL);
-    assert_rc(call_op(local, loop, CANCEL, s[0], NULL, 0, &d), -ENOENT);
-    assert_rc(call_op(local, loop, CANCEL, -3, NULL, 0, &d), -EBADF);
-    assert_rc(evloop_recv(NULL, s[0], buf, 1, on_done, &d), -EINVAL);
-    assert_rc(evloop_recv(loop, s[0], buf, 1, NULL, &d), -EINVAL);
-    assert_rc(evloop_accept(NULL, s[0], on_done, &d), -EINVAL);
-    assert_rc(evloop_send(loop, s[0], buf, 1, NULL, &d), -EINVAL);
-    assert_rc(evloop_op_cancel(NULL, s[0]), -EINVAL);
+    int fds[TCP_NOT_LISTENING + 1];
+    fds[CLOSED_FD] = closed;
+    fds[FD_MINUS_1] = -1;
+    fds[FD_MINUS_3] = -3;
+    fds[PIPE_READ] = p[0];
+    fds[PIPE_WRITE] = p[1];
+    fds[SOCKET] = s[0];
+    fds[TCP_NOT_LISTENING] = tcp;
+    for (size_t i = 0; i < sizeof bad_calls / sizeof bad_calls[0]; i++) {
+        const struct bad_call *b = &bad_calls[i];
+        void *bp = b->with_buf ? buf : NULL;
+        int rc;
+        if (b->no_loop || b->no_cb) {
+            struct call c = {.loop = b->no_loop ? NULL : loop,
+                             .kind = b->kind,
+                             .fd = fds[b->fd],
+                             .buf = bp,
+                             .len = b->len,
+                             .cb = b->no_cb ? NULL : on_done,
+                             .arg = &d};
+            rc = make_call(&c);
+        } else {
+            rc = call_op(local, loop, b->kind, fds[b->fd], bp, b->len, &d);
+        }
+        test_assert_rc(rc, b->want, b->name, __FILE__, __LINE__);
+    }
     /* none of the refused calls runs its callback; the fd is still free for ops */
     assert_rc(call_op(local, loop, SEND, s[0], "ok", 2, &d), 0);
     assert_int_equal(wait_done(&d), 2);
@@ -556,18 +603,6 @@ static void bad_arguments(bool local)
     close(tcp);
     close_pair(s);
     close_pair(p);
-}
-
-static void test_bad_arguments_are_refused_on_the_loop_thread_and_no_callback_runs(void **state)
-{
-    (void)state;
-    bad_arguments(true);
-}
-
-static void test_bad_arguments_are_refused_from_another_thread_and_no_callback_runs(void **state)
-{
-    (void)state;
-    bad_arguments(false);
 }
 
 /* ---- cancel ----------------------------------------------------------------------------- */
@@ -580,8 +615,9 @@ static void fill_send_buffer(int fd)
         ;
 }
 
-static void cancel_everything(bool local)
+static void cancel_everything(void **state)
 {
+    bool local = calls_are_local(state);
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     struct sockaddr_in addr;
@@ -619,19 +655,6 @@ static void cancel_everything(bool local)
     end_loop(&r, loop);
     close_pair(s);
     close(l);
-}
-
-static void test_cancel_on_the_loop_thread_ends_every_pending_op_once_with_ecanceled(void **state)
-{
-    (void)state;
-    cancel_everything(true);
-}
-
-static void test_cancel_from_another_thread_ends_every_pending_op_once_with_ecanceled(
-    void **state)
-{
-    (void)state;
-    cancel_everything(false);
 }
 
 static void test_cancel_on_the_loop_thread_frees_the_recv_slot_at_once(void **state)
@@ -725,12 +748,9 @@ static void test_stop_with_ops_pending_completes_them_with_ecanceled_before_run_
     assert_rc(evloop_stop(loop), 0);
     assert_rc(test_runner_join(&r), 0);
     /* run has returned: every callback has run, once */
-    assert_int_equal(atomic_load(&acc.calls), 1);
-    assert_int_equal(atomic_load(&rd.calls), 1);
-    assert_int_equal(atomic_load(&sd.calls), 1);
-    assert_int_equal(atomic_load(&acc.res), -ECANCELED);
-    assert_int_equal(atomic_load(&rd.res), -ECANCELED);
-    assert_int_equal(atomic_load(&sd.res), -ECANCELED);
+    assert_ran_once_with("accept", &acc, -ECANCELED);
+    assert_ran_once_with("recv", &rd, -ECANCELED);
+    assert_ran_once_with("send", &sd, -ECANCELED);
     struct done late;
     done_init(&late);
     assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &late), -ESHUTDOWN);
@@ -792,10 +812,8 @@ static void test_free_of_a_loop_never_run_completes_its_ops_with_ecanceled(void 
     assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &rd), 0);
     assert_rc(evloop_send(loop, s[0], "e", 1, on_done, &sd), 0);
     test_loop_free(loop);
-    assert_int_equal(atomic_load(&rd.calls), 1);
-    assert_int_equal(atomic_load(&sd.calls), 1);
-    assert_int_equal(atomic_load(&rd.res), -ECANCELED);
-    assert_int_equal(atomic_load(&sd.res), -ECANCELED);
+    assert_ran_once_with("recv", &rd, -ECANCELED);
+    assert_ran_once_with("send", &sd, -ECANCELED);
     close_pair(s);
 }
 
@@ -817,16 +835,14 @@ static void test_ops_run_and_stop_through_run_once(void **state)
     test_write_byte(s[1]);
     for (int i = 0; i < 1000 && atomic_load(&d.calls) == 0; i++)
         assert_true(evloop_run_once(loop, 100000000) >= 0);
-    assert_int_equal(atomic_load(&d.calls), 1);
-    assert_int_equal(atomic_load(&d.res), 1);
+    assert_ran_once_with("the recv with data", &d, 1);
     assert_rc(evloop_recv(loop, s[0], buf, sizeof buf, on_done, &pending), 0);
     assert_true(evloop_run_once(loop, 0) >= 0);
     assert_rc(evloop_stop(loop), 0);
     for (int i = 0; i < 1000 && evloop_state(loop) != EVLOOP_TERMINATED; i++)
         assert_true(evloop_run_once(loop, 0) >= 0);
     assert_int_equal(evloop_state(loop), EVLOOP_TERMINATED);
-    assert_int_equal(atomic_load(&pending.calls), 1);
-    assert_int_equal(atomic_load(&pending.res), -ECANCELED);
+    assert_ran_once_with("the recv pending at the stop", &pending, -ECANCELED);
     test_loop_free(loop);
     close_pair(s);
 }
@@ -1118,23 +1134,29 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_recv_on_a_socket_with_data_completes_at_once_local),
-        cmocka_unit_test(test_recv_on_a_socket_with_data_completes_from_another_thread),
+        {"test_recv_on_a_socket_with_data_completes_at_once_local", recv_with_data_waiting, NULL,
+         NULL, &on_the_loop_thread},
+        {"test_recv_on_a_socket_with_data_completes_from_another_thread", recv_with_data_waiting,
+         NULL, NULL, &from_another_thread},
         cmocka_unit_test(test_recv_waits_for_data_and_reports_zero_when_the_peer_closes),
         cmocka_unit_test(test_send_completes_with_its_length_and_the_peer_reads_it),
         cmocka_unit_test(
             test_accept_gives_a_nonblocking_cloexec_fd_and_is_called_again_for_the_next),
-        cmocka_unit_test(test_sends_to_a_slow_reader_complete_in_order_in_many_partial_writes),
-        cmocka_unit_test(test_sends_from_two_threads_keep_the_order_of_the_calls),
+        {"test_sends_to_a_slow_reader_complete_in_order_in_many_partial_writes",
+         sends_to_a_slow_reader, NULL, NULL, &on_the_loop_thread},
+        {"test_sends_from_two_threads_keep_the_order_of_the_calls", sends_to_a_slow_reader, NULL,
+         NULL, &from_another_thread},
         cmocka_unit_test(test_a_second_recv_is_refused_while_sends_queue_beside_it),
         cmocka_unit_test(test_io_add_and_ops_refuse_each_other_per_fd),
         cmocka_unit_test(test_io_add_and_remove_racing_ops_on_one_fd_never_hold_it_together),
-        cmocka_unit_test(test_bad_arguments_are_refused_on_the_loop_thread_and_no_callback_runs),
-        cmocka_unit_test(
-            test_bad_arguments_are_refused_from_another_thread_and_no_callback_runs),
-        cmocka_unit_test(test_cancel_on_the_loop_thread_ends_every_pending_op_once_with_ecanceled),
-        cmocka_unit_test(
-            test_cancel_from_another_thread_ends_every_pending_op_once_with_ecanceled),
+        {"test_bad_arguments_are_refused_on_the_loop_thread_and_no_callback_runs", bad_arguments,
+         NULL, NULL, &on_the_loop_thread},
+        {"test_bad_arguments_are_refused_from_another_thread_and_no_callback_runs", bad_arguments,
+         NULL, NULL, &from_another_thread},
+        {"test_cancel_on_the_loop_thread_ends_every_pending_op_once_with_ecanceled",
+         cancel_everything, NULL, NULL, &on_the_loop_thread},
+        {"test_cancel_from_another_thread_ends_every_pending_op_once_with_ecanceled",
+         cancel_everything, NULL, NULL, &from_another_thread},
         cmocka_unit_test(test_cancel_on_the_loop_thread_frees_the_recv_slot_at_once),
         cmocka_unit_test(test_cancel_racing_completion_runs_the_callback_exactly_once),
         cmocka_unit_test(
