@@ -1064,7 +1064,7 @@ def write_report(outdir, summary, data, errors, meta, plots):
               "figures of the same run. `±` is half the spread (max - min) across rounds "
               "relative to the median: figures whose ratios sit inside it are ties. "
               "ns/op is per task for the throughput families and per round trip for the "
-              "latency ones (see the comment at the top of each bench/*.cpp).")
+              "latency ones (bench/families.cpp says what one op is in each family).")
     md.append("")
     targets, ecols = target_rows(summary)
     md.append("## Targets (issues 5 and 11)")
