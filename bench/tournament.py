@@ -1210,8 +1210,9 @@ def main():
                          "64/256/1024/4096), lite (the extremes), none (default full, "
                          "quick lite)")
     ap.add_argument("--autotune", help="evloop_autotune, run once before round 1 for the "
-                                       "tuned column (default: beside --bench; the column "
-                                       "is skipped with a warning when it is missing)")
+                                       "tuned column (default: tools/evloop_autotune in "
+                                       "--bench's build folder; the column is skipped with "
+                                       "a warning when it is missing)")
     ap.add_argument("--autotune-seconds", type=float,
                     help="its --seconds (default 2, quick 0.5)")
     ap.add_argument("--no-tuned", action="store_true", help="no tuned column")
@@ -1237,8 +1238,11 @@ def main():
     PATIENCE.left = args.patience
     sweep = args.sweep or mode["sweep"]
     autotune_s = args.autotune_seconds or mode["autotune_s"]
-    autotune = args.autotune or os.path.join(os.path.dirname(os.path.abspath(args.bench)),
-                                             "evloop_autotune")
+    # The build folder of --bench (BUILD/bench/evloop_bench) builds the CLI as
+    # BUILD/tools/evloop_autotune.
+    autotune = args.autotune or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(args.bench))), "tools",
+        "evloop_autotune")
     rounds = args.rounds or mode["rounds"]
     min_time = args.min_time or mode["min_time"]
     outdir = args.out or os.path.join(
