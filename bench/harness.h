@@ -1,9 +1,9 @@
 // The google-benchmark side of the suite: which systems run (targets()), registration of
-// a family's benchmarks (add_kernel()) and the glue that drives a kernel (bench/kernels/)
+// a family's benchmarks (add_kernel()) and the glue that drives a kernel (kit/kernels/)
 // from benchmark::State and reports its counters (Measure). The kernels themselves, their
-// loop and their waits are in kernels/ and know nothing of google-benchmark; the Python
-// evloop.bench drives the same kernels. The families are one table, families.cpp; only the
-// adapters in systems/ differ per system.
+// loop and their waits are in kit/kernels/ and know nothing of google-benchmark; the
+// Python evloop.bench drives the same kernels. The families are one table, families.cpp;
+// only the adapters in kit/systems/ differ per system.
 #ifndef BENCH_HARNESS_H
 #define BENCH_HARNESS_H
 
@@ -25,7 +25,7 @@ std::vector<Target> targets(unsigned need, bool floors = false);
 // evloop only, with each fixed batch budget in budgets (0 = adaptive), default backend.
 std::vector<Target> evloop_budget_targets(const std::vector<unsigned> &budgets);
 
-// Registers the kernel of family (kernels/kernel.h) for t with p (zero fields: the
+// Registers the kernel of family (kit/kernels/kernel.h) for t with p (zero fields: the
 // family's defaults), named as the kernel names it: family/target.name[/tail], run with
 // manual time.
 benchmark::internal::Benchmark *add_kernel(const std::string &family, const Target &t,

@@ -1,5 +1,5 @@
 // The benchmark kernels' interface: one kernel per family, a KernelSpec registered with
-// BENCH_KERNEL in bench/kernels/*.cpp (related families share a file: submit_flood.cpp
+// BENCH_KERNEL in bench/kit/kernels/*.cpp (related families share a file: submit_flood.cpp
 // holds PingPong, BurstSubmit and BatchSubmit), constructed from a Target and Params (loop
 // started, warmed up), then step() runs one timed iteration and says how many ns it timed
 // and how many ops it did. Whatever drives the steps owns the clock of the run: bench/'s

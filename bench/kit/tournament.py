@@ -33,6 +33,10 @@ import subprocess
 import sys
 import time
 
+# bench/: this file is bench/kit/tournament.py; the results, bench/net and the default
+# build folder (build-bench at the top of the checkout) are found from there.
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 # google-benchmark appends these to the name we give; they are not part of our naming.
 NAME_SUFFIX = re.compile(r"/(min_time:[0-9.]+|manual_time|real_time|iterations:\d+)")
 BASELINES = ["libuv", "libev"]
@@ -913,12 +917,11 @@ def make_plots(data, summary, outdir):
 
 def run_net_family(build, outdir, quick, options):
     """Runs bench/net/run_net.py into outdir/net; returns True when it wrote net.json."""
-    here = os.path.dirname(os.path.abspath(__file__))
     netdir = os.path.join(outdir, "net")
     stale = os.path.join(netdir, "net.json")
     if os.path.exists(stale):
         os.remove(stale)  # an old run's figures must not pass for this run's
-    cmd = [sys.executable, os.path.join(here, "net", "run_net.py"), "--build", build,
+    cmd = [sys.executable, os.path.join(BENCH_DIR, "net", "run_net.py"), "--build", build,
            "--out", netdir] + (["--quick"] if quick else []) + options
     print(f"network family: {' '.join(cmd[1:])}", flush=True)
     env = dict(os.environ, EVLOOP_NET_COMMAND="bench/net/run_net.py " + " ".join(
@@ -938,7 +941,7 @@ def net_summary(outdir):
     path = os.path.join(outdir, "net", "net.json")
     if not os.path.exists(path):
         return None, None
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "net"))
+    sys.path.insert(0, os.path.join(BENCH_DIR, "net"))
     try:
         import run_net
         with open(path) as f:
@@ -1176,9 +1179,8 @@ def loadavg():
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bench", default=os.path.join(os.path.dirname(here), "build-bench",
+    ap.add_argument("--bench", default=os.path.join(os.path.dirname(BENCH_DIR), "build-bench",
                                                     "bench", "evloop_bench"),
                     help="path to evloop_bench")
     ap.add_argument("--quick", action="store_true",
@@ -1246,7 +1248,7 @@ def main():
     rounds = args.rounds or mode["rounds"]
     min_time = args.min_time or mode["min_time"]
     outdir = args.out or os.path.join(
-        here, "results", "quick" if args.quick else "short" if args.short else "latest")
+        BENCH_DIR, "results", "quick" if args.quick else "short" if args.short else "latest")
     os.makedirs(outdir, exist_ok=True)
     # run_tournament.sh passes the command the user typed.
     command = os.environ.get("EVLOOP_TOURNAMENT_COMMAND") or " ".join(
