@@ -1,8 +1,8 @@
 """The evloop tournament from Python: ``python -m evloop.tournament``.
 
-The tournament's code is the benchmark driver's, bench/kit/tournament.py, which the
-package carries as ``evloop._bench_tournament`` (installed from bench/kit/ at build time;
-in a source checkout it is loaded from bench/kit/ directly). Two ways to run it:
+The tournament's code is the benchmark driver's, bench/kit/tournament.py and the modules
+beside it, which the package carries as ``evloop._bench`` (installed from bench/kit/ at
+build time; in a source checkout they are loaded from bench/kit/ directly). Two ways to run it:
 
 - with the google-benchmark binary (``--bench PATH``, ``$EVLOOP_BENCH``, else
   ``build/bench/evloop_bench`` (the README's build folder, configured with
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
-import importlib.util
 import json
 import os
 import platform
@@ -45,18 +44,19 @@ from evloop import bench
 def load_driver() -> ModuleType:
     """bench/kit/tournament.py: the copy installed with the package, else the checkout's."""
     try:
-        return importlib.import_module("evloop._bench_tournament")
+        return importlib.import_module("evloop._bench.tournament")
     except ImportError:
         pass
     here = os.path.dirname(os.path.abspath(__file__))
     for base in (os.getcwd(), os.path.join(here, "..", "..", "..")):
-        path = os.path.join(base, "bench", "kit", "tournament.py")
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("evloop._bench_tournament", path)
-            assert spec and spec.loader
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
+        kit = os.path.abspath(os.path.join(base, "bench", "kit"))
+        if os.path.exists(os.path.join(kit, "tournament.py")):
+            # The checkout's bench/kit/ stands in for the installed evloop._bench, so the
+            # modules import each other the same way (relatively) in both.
+            pkg = ModuleType("evloop._bench")
+            pkg.__path__ = [kit]
+            sys.modules["evloop._bench"] = pkg
+            return importlib.import_module("evloop._bench.tournament")
     raise SystemExit("evloop.tournament: the benchmark driver (bench/kit/tournament.py) is not "
                      "in this installation")
 
