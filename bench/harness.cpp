@@ -239,27 +239,6 @@ void set_min_time(double t)
     g_min_time = t;
 }
 
-static std::vector<std::pair<std::string, void (*)()>> &families()
-{
-    static std::vector<std::pair<std::string, void (*)()>> list;
-    return list;
-}
-
-FamilyRegistrar::FamilyRegistrar(const char *name, void (*fn)())
-{
-    families().emplace_back(name, fn);
-}
-
-void register_families()
-{
-    // Sorted, so every round registers (and runs) families in the same order whatever the
-    // link order of the files; targets inside a family rotate per round instead.
-    std::vector<std::pair<std::string, void (*)()>> list = families();
-    std::sort(list.begin(), list.end());
-    for (auto &f : list)
-        f.second();
-}
-
 // ---------------------------------------------------------------- results
 
 void report(benchmark::State &s, const Counters &c)

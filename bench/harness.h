@@ -1,10 +1,9 @@
 // The google-benchmark side of the suite: which systems run (targets()), registration of
-// a family's benchmarks (add_kernel(), BENCH_FAMILY) and the glue that drives a kernel
-// (bench/kernels/) from benchmark::State and reports its counters (Measure). The kernels
-// themselves, their loop and their waits are in kernels/ and know nothing of
-// google-benchmark; the Python evloop.bench drives the same kernels. Families register
-// themselves one per file (ping_pong.cpp, ...); only the adapters in systems/ differ per
-// system.
+// a family's benchmarks (add_kernel()) and the glue that drives a kernel (kit/kernels/)
+// from benchmark::State and reports its counters (Measure). The kernels themselves, their
+// loop and their waits are in kit/kernels/ and know nothing of google-benchmark; the
+// Python evloop.bench drives the same kernels. The families are one table, families.cpp;
+// only the adapters in kit/systems/ differ per system.
 #ifndef BENCH_HARNESS_H
 #define BENCH_HARNESS_H
 
@@ -26,7 +25,7 @@ std::vector<Target> targets(unsigned need, bool floors = false);
 // evloop only, with each fixed batch budget in budgets (0 = adaptive), default backend.
 std::vector<Target> evloop_budget_targets(const std::vector<unsigned> &budgets);
 
-// Registers the kernel of family (kernels/kernel.h) for t with p (zero fields: the
+// Registers the kernel of family (kit/kernels/kernel.h) for t with p (zero fields: the
 // family's defaults), named as the kernel names it: family/target.name[/tail], run with
 // manual time.
 benchmark::internal::Benchmark *add_kernel(const std::string &family, const Target &t,
@@ -44,22 +43,13 @@ double min_time();
 
 // For main(): probes the evloop backends (a comma list) and builds the target list from
 // EVLOOP_BENCH_SYSTEMS, EVLOOP_BENCH_EVLOOP_CONFIGS and EVLOOP_BENCH_ROTATE; then
-// registers every family.
+// registers every family (families.cpp), in the table's order.
 void setup_targets(const char *evloop_backends);
 const std::vector<Target> &all_targets();
 void register_families();
 void set_min_time(double seconds);
 // How many benchmark runs reported an error (main() exits 1 if any did, after all ran).
 int failures();
-
-// Family registration, run from main() after the systems were probed.
-struct FamilyRegistrar {
-    FamilyRegistrar(const char *name, void (*fn)());
-};
-#define BENCH_CAT2(a, b) a##b
-#define BENCH_CAT(a, b) BENCH_CAT2(a, b)
-#define BENCH_FAMILY(name, fn)                                                                     \
-    static ::bench::FamilyRegistrar BENCH_CAT(bench_family_registrar_, __LINE__)(name, fn)
 
 // ---------------------------------------------------------------- results
 

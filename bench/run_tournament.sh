@@ -1,7 +1,7 @@
 #!/bin/sh
 # The evloop tournament in one command, on a fresh Debian 12 machine: installs what it
 # needs (apt-get, through sudo when not root), builds Release with both ingress variants
-# and the bench, then runs bench/tournament.py (report in bench/results/).
+# and the bench, then runs bench/kit/tournament.py (report in bench/results/).
 #
 #   bench/run_tournament.sh                       short run: the headline families (PingPong,
 #                                                 BurstSubmit, MultiProducer, PingPongLatency,
@@ -94,5 +94,5 @@ PYTHON=python3
 if [ -x /usr/bin/python3 ]; then
     PYTHON=/usr/bin/python3
 fi
-exec "$PYTHON" "$ROOT/bench/tournament.py" --bench "$BUILD/bench/evloop_bench" $MODE \
+exec "$PYTHON" "$ROOT/bench/kit/tournament.py" --bench "$BUILD/bench/evloop_bench" $MODE \
     ${NET_BUILD:+"$NET_BUILD"} "$@"

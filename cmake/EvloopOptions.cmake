@@ -1,6 +1,7 @@
-# What builds by default. The library always; the tests, the benchmark suite, the examples
-# and valgrind memcheck only when evloop is the top-level project (not under add_subdirectory or
-# FetchContent, whose users want the library alone), and tests and bench only when what
+# What builds by default. The library always; the tests, the benchmark suite, the examples,
+# the tools and valgrind memcheck only when evloop is the top-level project (not under
+# add_subdirectory or FetchContent, whose users want the library alone), and tests and bench
+# only when what
 # they need is installed: tests cmocka, bench google-benchmark, libuv and libev (and the
 # bench not in a sanitizer or fuzzer build). The defaults are decided on the first
 # configure of a build folder; an explicit -DEVLOOP_BUILD_TESTS=ON / -DEVLOOP_BUILD_BENCH=ON
@@ -89,6 +90,9 @@ if(EVLOOP_BUILD_PYTHON)
     set(evloop_default OFF)
 endif()
 option(EVLOOP_BUILD_EXAMPLES "build examples/ (each is a ctest entry too)" ${evloop_default})
+# The tools (tools/: evloop_autotune) need only the library and are installed with it.
+option(EVLOOP_BUILD_TOOLS "build tools/ (evloop_autotune), installed with the library"
+       ${evloop_default})
 
 option(EVLOOP_INSTALL "install the library, header, CMake package and pkg-config file"
        ${EVLOOP_IS_TOP_LEVEL})

@@ -32,6 +32,10 @@ import sys
 import tempfile
 import time
 
+# The machine-load helpers, shared with the tournament (bench/kit/machine_load.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kit"))
+from machine_load import BUSY, cpu_busy_seconds  # noqa: E402
+
 # name: (binary, arguments, what it is). The evloop servers take the backend by name.
 SYSTEMS = {
     "evloop/epoll": ("net_server_evloop", ["--backend", "epoll"], "evloop readiness"),
@@ -48,7 +52,6 @@ ECHO_CLIENT = "net_echo_client"
 BASELINES = ["libev", "libuv"]
 QUICK = {"rounds": 1, "duration": 1, "quiet_wait": 0, "retries": 0, "patience": 0}
 FULL = {"rounds": 5, "duration": 3, "quiet_wait": 10, "retries": 1, "patience": 240}
-BUSY = 0.3  # cores used by other processes above which a run counts as disturbed
 WRK_ERRORS = ("connect", "read", "write", "timeout")  # wrk's "Socket errors" line, in order
 FIGURES = ("rps", "p50_us", "p99_us")  # what a failed run never reports
 
@@ -71,17 +74,6 @@ TARGETS = [
 
 
 # ---------------------------------------------------------------- machine
-
-def cpu_busy_seconds():
-    """Busy CPU seconds of the whole machine so far, from /proc/stat."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except OSError:
-        return 0.0
-    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
 
 def raise_fd_limit(need):
     """1000 connections need more than the usual soft limit of 1024 fds (wrk and server

@@ -10,6 +10,7 @@
 #     liburing's header, library and .pc hidden, FetchContent building evloop itself
 #     without liburing, and the programs run with liburing.so.2 made unloadable (a mount
 #     namespace, when unshare is allowed; the ELF NEEDED entries are checked always);
+#   - the installed tool (bin/evloop_autotune) runs from the moved prefix, without liburing;
 #   - a libevloop built with EVLOOP_BUNDLE_LIBURING=OFF: it links with liburing, and
 #     find_package(evloop QUIET) without liburing reports "not found" instead of failing.
 # Each program creates a loop, submits a task, runs it, checks it ran, and exits 0.
@@ -193,10 +194,25 @@ pkg_config_consumer() {
     done
 }
 
+# check_tool PREFIX: the installed evloop_autotune runs from the moved prefix (a shared
+# libevloop found through its $ORIGIN rpath), needs no liburing, and saves a profile.
+check_tool() {
+    local tool=$1/bin/evloop_autotune profile
+    profile=$work/profile-$(basename "$1")
+    [ -x "$tool" ] || fail "$tool was not installed"
+    needs_no_liburing "$tool"
+    run_without_liburing "$tool" --help >/dev/null || fail "$tool --help failed"
+    run_without_liburing "$tool" --seconds 0.2 --out "$profile" >/dev/null ||
+        fail "$tool --seconds 0.2 --out $profile failed"
+    grep -q '^# evloop profile' "$profile" || fail "$tool saved no profile at $profile"
+    echo "=== consumers: $tool runs and saves a profile"
+}
+
 install_evloop static
 install_evloop shared -DBUILD_SHARED_LIBS=ON
 for kind in static shared; do
     check_exports "$work/$kind"
+    check_tool "$work/$kind"
     find_package_consumer "$work/$kind" "$kind"
     pkg_config_consumer "$work/$kind" "$kind"
     find_package_consumer "$work/$kind" "$kind-no-liburing" no-liburing

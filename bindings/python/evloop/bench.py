@@ -4,7 +4,7 @@ Each call creates a loop of the chosen system on its own (C) thread, runs the fa
 kernel for ``iterations`` timed iterations with the GIL released, and returns a
 :class:`Result` with one sample per iteration (the iteration's ns for the latency
 families, where an iteration is one round trip or chain; its ns per op for the others) and
-the counters the benchmark suite reports. The kernels are bench/'s own (bench/kernels/):
+the counters the benchmark suite reports. The kernels are bench/'s own (bench/kit/kernels/):
 the google-benchmark binary runs the same code, with the same ops, waits and warm-ups. No
 Python runs between the first and the last timestamp, so a script can sweep a parameter
 (spin window, batch budget, producers, ...) and get the C figures::
@@ -14,7 +14,7 @@ Python runs between the first and the last timestamp, so a script can sweep a pa
         r = bench.run("PingPongLatency", shape="cold", spin_ns=spin, iterations=5000)
         print(spin, r.p50, r.p99)
 
-Families (bench/README.md and the headers of bench/kernels/*.cpp define each op); a
+Families (bench/README.md and the headers of bench/kit/kernels/*.cpp define each op); a
 parameter left ``None`` takes the family's value in the benchmark suite:
 
 ======================= ============================================================
@@ -152,7 +152,7 @@ class Result:
 
     def as_benchmark_json(self) -> Dict[str, Any]:
         """This result as one entry of google-benchmark's JSON (as evloop_bench writes
-        it), for bench/tournament.py's report."""
+        it), for bench/kit/tournament.py's report."""
         d: Dict[str, Any] = {"name": self.name, "run_name": self.name, "run_type": "iteration",
                              "iterations": self.iterations,
                              "real_time": self.timed_ns / max(self.iterations, 1) / 1e3,

@@ -1,8 +1,8 @@
 """The evloop tournament from Python: ``python -m evloop.tournament``.
 
-The tournament's code is the benchmark driver's, bench/tournament.py, which the package
-carries as ``evloop._bench_tournament`` (installed from bench/ at build time; in a source
-checkout it is loaded from bench/ directly). Two ways to run it:
+The tournament's code is the benchmark driver's, bench/kit/tournament.py and the modules
+beside it, which the package carries as ``evloop._bench`` (installed from bench/kit/ at
+build time; in a source checkout they are loaded from bench/kit/ directly). Two ways to run it:
 
 - with the google-benchmark binary (``--bench PATH``, ``$EVLOOP_BENCH``, else
   ``build/bench/evloop_bench`` (the README's build folder, configured with
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
-import importlib.util
 import json
 import os
 import platform
@@ -43,21 +42,22 @@ from evloop import bench
 
 
 def load_driver() -> ModuleType:
-    """bench/tournament.py: the copy installed with the package, else the checkout's."""
+    """bench/kit/tournament.py: the copy installed with the package, else the checkout's."""
     try:
-        return importlib.import_module("evloop._bench_tournament")
+        return importlib.import_module("evloop._bench.tournament")
     except ImportError:
         pass
     here = os.path.dirname(os.path.abspath(__file__))
     for base in (os.getcwd(), os.path.join(here, "..", "..", "..")):
-        path = os.path.join(base, "bench", "tournament.py")
-        if os.path.exists(path):
-            spec = importlib.util.spec_from_file_location("evloop._bench_tournament", path)
-            assert spec and spec.loader
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return mod
-    raise SystemExit("evloop.tournament: the benchmark driver (bench/tournament.py) is not "
+        kit = os.path.abspath(os.path.join(base, "bench", "kit"))
+        if os.path.exists(os.path.join(kit, "tournament.py")):
+            # The checkout's bench/kit/ stands in for the installed evloop._bench, so the
+            # modules import each other the same way (relatively) in both.
+            pkg = ModuleType("evloop._bench")
+            pkg.__path__ = [kit]
+            sys.modules["evloop._bench"] = pkg
+            return importlib.import_module("evloop._bench.tournament")
+    raise SystemExit("evloop.tournament: the benchmark driver (bench/kit/tournament.py) is not "
                      "in this installation")
 
 
@@ -186,8 +186,8 @@ def run_in_process(args: argparse.Namespace) -> List[str]:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(
         prog=PROG,
-        description="The evloop tournament from Python (bench/tournament.py's code).",
-        epilog="Other arguments go to bench/tournament.py when the bench binary is used.")
+        description="The evloop tournament from Python (bench/kit/tournament.py's code).",
+        epilog="Other arguments go to bench/kit/tournament.py when the bench binary is used.")
     ap.add_argument("--bench", help="path to evloop_bench (the google-benchmark binary); "
                     "default $EVLOOP_BENCH, else " + " or ".join(BENCH_BUILDS) +
                     " under the current folder, else an in-process run")

@@ -1,7 +1,7 @@
-// evloop.bench's glue: runs bench/'s benchmark kernels (bench/kernels/, the ones the
+// evloop.bench's glue: runs bench/'s benchmark kernels (bench/kit/kernels/, the ones the
 // google-benchmark families run) from Python, with no Python in the timed path (the GIL
 // is released for the whole run). CMakeLists.txt compiles the kernels into each extension
-// module with the systems it can have: evloop (bench/systems/evloop_system.c, built for
+// module with the systems it can have: evloop (bench/kit/systems/evloop_system.c, built for
 // the module's variant) and the hardware floors. This file only steps a kernel, keeps a
 // sample per step and turns the result into a dict.
 #include "pybench.h"

@@ -1,9 +1,11 @@
-// The benchmark kernels' interface: one kernel per family (bench/kernels/<family>.cpp),
-// constructed from a Target and Params (loop started, warmed up), then step() runs one
-// timed iteration and says how many ns it timed and how many ops it did. Whatever drives
-// the steps owns the clock of the run: bench/'s google-benchmark families (harness.h)
-// and the Python evloop.bench (bindings/python/src/pybench.cpp) both do, through this
-// interface only. No google-benchmark, no libev or libuv here.
+// The benchmark kernels' interface: one kernel per family, a KernelSpec registered with
+// BENCH_KERNEL in bench/kit/kernels/*.cpp (related families share a file: submit_flood.cpp
+// holds PingPong, BurstSubmit and BatchSubmit), constructed from a Target and Params (loop
+// started, warmed up), then step() runs one timed iteration and says how many ns it timed
+// and how many ops it did. Whatever drives the steps owns the clock of the run: bench/'s
+// google-benchmark families (harness.h, families.cpp) and the Python evloop.bench
+// (bindings/python/src/pybench.cpp) both do, through this interface only. No
+// google-benchmark, no libev or libuv here.
 #ifndef BENCH_KERNELS_KERNEL_H
 #define BENCH_KERNELS_KERNEL_H
 
@@ -73,8 +75,8 @@ class Kernel
     virtual ~Kernel() = default;
     // The kernel's loop; a kernel whose loop is not ok() must not be stepped.
     virtual Loop &loop() = 0;
-    // One timed iteration: *timed_ns and *ops (what an op is: the family's file). False
-    // on a failure (error says which); no step may follow one.
+    // One timed iteration: *timed_ns and *ops (what an op is: the kernel file's header).
+    // False on a failure (error says which); no step may follow one.
     virtual bool step(uint64_t *timed_ns, uint64_t *ops) = 0;
     // After the last step: the family's own counters, added to the common ones (or
     // replacing one: ns_per_op when the family's headline is not the timed time).

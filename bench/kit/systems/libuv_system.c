@@ -219,12 +219,7 @@ static int io_remove(struct bench_loop *l, int fd)
 
 static void stats(struct bench_loop *l, struct bench_loop_stats *out)
 {
-    out->tasks = atomic_load_explicit(&l->q.tasks, memory_order_relaxed);
-    out->drains = atomic_load_explicit(&l->q.drains, memory_order_relaxed);
-    out->wakes = -1; /* the harness counts eventfd writes instead */
-    out->spin_hits = -1;
-    out->budget = 0;
-    out->spin_ns = -1;
+    lq_stats(&l->q, out);
 }
 
 static const char *backend(struct bench_loop *l)

@@ -3,7 +3,7 @@
  * benchmark family is written once against it. An adapter only creates a loop, runs it on
  * the thread the harness gives it, accepts cb(arg) from other threads and stops; the
  * harness (harness.h) owns the threads, the clocks and the counters. Plain C, so the
- * evloop adapter can be compiled once per ingress variant (see CMakeLists.txt). */
+ * evloop adapter can be compiled once per ingress variant (see bench/CMakeLists.txt). */
 #ifndef BENCH_SYSTEM_H
 #define BENCH_SYSTEM_H
 
@@ -98,7 +98,7 @@ struct bench_system {
 };
 
 /* The systems, one per adapter file. The evloop ones are built once per ingress variant
- * and come out of CMakeLists.txt's symbol-localising step with only this name global. */
+ * and come out of bench/CMakeLists.txt's symbol-localising step with only this name global. */
 extern const struct bench_system bench_system_evloop_arena;
 extern const struct bench_system bench_system_evloop_chunk;
 extern const struct bench_system bench_system_libev;

@@ -1,4 +1,4 @@
-/* The evloop adapter of the benchmark seam (system.h). CMakeLists.txt compiles this file
+/* The evloop adapter of the benchmark seam (system.h). bench/CMakeLists.txt compiles it
  * once per ingress variant with BENCH_EVLOOP_VARIANT=arena|chunk and links each copy with
  * its own libevloop_<variant>.a into one relocatable object in which only
  * bench_system_evloop_<variant> stays global, so both variants live in one binary. */

@@ -108,4 +108,17 @@ static inline bool lq_drain(struct locked_queue *q)
     return done;
 }
 
+/* Any thread: the stats of a baseline built on this queue (bench_system.stats). Tasks and
+ * drains are the queue's; the rest does not apply (no wake count of their own: the
+ * harness counts eventfd writes instead; no spinning, no batch budget). */
+static inline void lq_stats(struct locked_queue *q, struct bench_loop_stats *out)
+{
+    out->tasks = atomic_load_explicit(&q->tasks, memory_order_relaxed);
+    out->drains = atomic_load_explicit(&q->drains, memory_order_relaxed);
+    out->wakes = -1;
+    out->spin_hits = -1;
+    out->budget = 0;
+    out->spin_ns = -1;
+}
+
 #endif

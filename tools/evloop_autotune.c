@@ -1,7 +1,8 @@
-/* evloop_autotune: the command-line face of evloop_autotune(). Calibrates this machine,
- * prints the profile (the text a profile file holds) on stdout, and saves it with --out;
- * a loop then starts from it through evloop_config.profile or $EVLOOP_PROFILE, and the
- * benchmark through EVLOOP_BENCH_EVLOOP_CONFIGS='profile=FILE' (targets tagged @tuned).
+/* evloop_autotune: the command-line face of evloop_autotune(), a tool built and installed
+ * with the library (tools/CMakeLists.txt). Calibrates this machine, prints the profile (the
+ * text a profile file holds) on stdout, and saves it with --out; a loop then starts from it
+ * through evloop_config.profile or $EVLOOP_PROFILE, and the benchmark through
+ * EVLOOP_BENCH_EVLOOP_CONFIGS='profile=FILE' (targets tagged @tuned).
  *
  *   evloop_autotune [--seconds S] [--out FILE]
  *
