@@ -47,7 +47,7 @@ static void register_membarrier(void)
 #endif
 }
 
-void evloop__barrier_heavy(unsigned fence)
+void evloop__barrier_heavy(enum evloop__fence fence)
 {
 #if defined(HAVE_MEMBARRIER) && !EVLOOP__TSAN
     if (fence == EVLOOP__FENCE_MEMBARRIER) {
@@ -67,7 +67,7 @@ static bool names(const char *s, const char *name)
     return s && strcmp(s, name) == 0;
 }
 
-int evloop__barrier_choose(const char *request, unsigned *fence, const char **why)
+int evloop__barrier_choose(const char *request, enum evloop__fence *fence, const char **why)
 {
     const char *env = getenv("EVLOOP_FENCE");
     bool from_env = (!request || !*request || names(request, "auto")) && env && *env;
@@ -94,7 +94,7 @@ int evloop__barrier_choose(const char *request, unsigned *fence, const char **wh
     return 0;
 }
 
-const char *evloop__barrier_name(unsigned fence)
+const char *evloop__barrier_name(enum evloop__fence fence)
 {
     return fence == EVLOOP__FENCE_SEQ_CST ? "seq_cst" : "membarrier";
 }

@@ -45,7 +45,7 @@ static inline void evloop__fence(void)
 }
 #endif
 
-static inline void evloop__barrier_light(unsigned fence)
+static inline void evloop__barrier_light(enum evloop__fence fence)
 {
     if (fence == EVLOOP__FENCE_SEQ_CST)
         evloop__fence();
@@ -54,16 +54,16 @@ static inline void evloop__barrier_light(unsigned fence)
 }
 
 /* Any thread of the process. */
-void evloop__barrier_heavy(unsigned fence);
+void evloop__barrier_heavy(enum evloop__fence fence);
 
 /* Picks the mode for a new loop: request is the config's value (NULL or "auto",
  * "membarrier", "seq_cst"), overridden by $EVLOOP_FENCE when the config says auto. The
  * first membarrier choice registers the process (MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
  * once. Returns 0 with *fence and *why set (why: "" or why membarrier is not used), or
  * -EINVAL (unknown name) or -ENOTSUP ("membarrier" asked for and not available). */
-int evloop__barrier_choose(const char *request, unsigned *fence, const char **why);
+int evloop__barrier_choose(const char *request, enum evloop__fence *fence, const char **why);
 
 /* "membarrier" or "seq_cst". */
-const char *evloop__barrier_name(unsigned fence);
+const char *evloop__barrier_name(enum evloop__fence fence);
 
 #endif

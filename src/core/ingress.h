@@ -22,7 +22,7 @@
  * caller then calls evloop__sleep_notify(), whose light barrier orders the publication
  * before its read of the sleep word. The consumer announces sleep (heavy barrier), calls
  * _fenced(), then _is_empty(): a push published before the heavy barrier is seen there.
- * fence (enum evloop__fence) is the loop's barrier mode, fixed at _new. */
+ * fence is the loop's barrier mode (barrier.h), fixed at _new. */
 #ifndef EVLOOP_INGRESS_H
 #define EVLOOP_INGRESS_H
 
@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "barrier.h"
 #include "evloop.h"
 
 struct evloop__task {
@@ -43,7 +44,7 @@ struct evloop__ingress;
  * notify(notify_arg), when not NULL, wakes the loop as evloop__sleep_notify() does: the
  * variant calls it after announcing work outside a push (arena: the lane of a thread that
  * exits, announced by the thread's destructor, whose lane the loop may have let go of). */
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence,
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum evloop__fence fence,
                         void (*notify)(void *), void *notify_arg);
 void evloop__ingress_free(struct evloop__ingress *q);
 

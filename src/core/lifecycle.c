@@ -115,7 +115,7 @@ static int create_parts(evloop *loop, const evloop_config *cfg, const struct evl
     int r = evloop__sleep_init(&loop->sleep, cfg->fence, &loop->fence_why);
     if (r < 0)
         return r;
-    unsigned fence = loop->sleep.fence;
+    enum evloop__fence fence = loop->sleep.fence;
     if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY, fence, notify, loop)) < 0 ||
         (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY, fence, notify, loop)) < 0 ||
         (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY, fence, notify, loop)) < 0 ||

@@ -65,7 +65,7 @@ enum {
 struct evloop__sleep {
     /* Read by every producer after every publication; written around sleeps. */
     alignas(EVLOOP_CACHELINE) _Atomic uint32_t word;
-    unsigned fence; /* enum evloop__fence; read-only after init */
+    enum evloop__fence fence; /* read-only after init */
     struct evloop__waker *waker;
     const struct evloop__backend *backend; /* set once the backend is open */
     void *backend_state;

@@ -98,7 +98,7 @@ struct lane {
 struct evloop__ingress {
     /* Read by producers on every push, written once. */
     alignas(EVLOOP_CACHELINE) uint64_t id; /* unique per queue for the life of the process */
-    unsigned fence;
+    enum evloop__fence fence;
     _Atomic uint32_t closed;
     void (*notify)(void *); /* wakes the loop (ingress.h); may be NULL */
     void *notify_arg;
@@ -363,7 +363,7 @@ static inline struct lane *my_lane(struct evloop__ingress *q)
 
 /* ---- producers ---- */
 
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence,
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum evloop__fence fence,
                         void (*notify)(void *), void *notify_arg)
 {
     pthread_once(&atfork_once, hold_registry_across_fork);

@@ -52,7 +52,7 @@ struct evloop__ingress {
     _Atomic uint64_t overflows;
 };
 
-int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, unsigned fence,
+int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum evloop__fence fence,
                         void (*notify)(void *), void *notify_arg)
 {
     /* The mutex orders pushes against close; the caller's notify orders the wake; nothing
