@@ -142,7 +142,14 @@ const Family kFamilies[] = {
     // The fd ping-pong: a byte into a pipe the loop watches, the fd callback sets the flag
     // the producer spins on. One op = one round trip, with p50 / p99.
     // kit/kernels/readiness_round_trip.cpp
-    {"ReadinessRoundTrip", [] { add_for_targets("ReadinessRoundTrip", BENCH_CAP_IO); }},
+    // Shapes: alone; silent and sporadic, with another thread known to the loop that posts
+    // once, or every 200 us (ReadinessRoundTrip/target/silent, .../sporadic).
+    {"ReadinessRoundTrip",
+     [] {
+         add_for_targets("ReadinessRoundTrip", BENCH_CAP_IO);
+         add_for_targets("ReadinessRoundTrip", BENCH_CAP_IO, false, make_params("silent", 0));
+         add_for_targets("ReadinessRoundTrip", BENCH_CAP_IO, false, make_params("sporadic", 0));
+     }},
 
     // A chain of 32 internal submits, each made by the previous hop on the loop thread. One
     // op = one hop; p50 / p99 are of whole chains. kit/kernels/submit_internal_chain.cpp

@@ -44,6 +44,7 @@ struct bench_loop_stats {
     uint64_t drains;   /* times the loop took a batch from its queue (evloop: ticks) */
     int64_t wakes;     /* wake syscalls producers made; -1 when the system cannot tell */
     int64_t spin_hits; /* evloop: spins that found work; -1 elsewhere */
+    int64_t membarriers; /* evloop: membarrier() calls of the loop; -1 elsewhere */
     uint64_t budget;   /* evloop: batch budget in force now; 0 elsewhere */
     int64_t spin_ns;   /* evloop: spin window in force now; -1 elsewhere */
 };

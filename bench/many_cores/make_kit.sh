@@ -2,13 +2,13 @@
 # Packs what bench/many_cores/run.sh needs into one folder that runs on a machine without
 # packages: the bench binaries of a Release build, wrk, and every shared library they load,
 # the dynamic loader included (the programs are started through it, so the target's own
-# libc, if any, is not used). Optionally an older build's ops server, for an A/B.
+# libc, if any, is not used). Optionally an older build's ops server and bench, for an A/B.
 #
 #   bench/many_cores/make_kit.sh BUILD KIT [BEFORE_BUILD]
 #     BUILD         a build folder with -DCMAKE_BUILD_TYPE=Release -DEVLOOP_BUILD_BENCH=ON
 #     KIT           the folder to write (replaced)
-#     BEFORE_BUILD  another such build: its net_server_evloop_ops goes in as
-#                   net_server_evloop_ops_before
+#     BEFORE_BUILD  another such build: its net_server_evloop_ops and evloop_bench go in
+#                   as net_server_evloop_ops_before and evloop_bench_before
 set -eu
 build=$1
 kit=$2
@@ -24,6 +24,7 @@ done
 cp "$(command -v wrk)" "$kit/bin/"
 if [ -n "$before" ]; then
     cp "$before/bench/net/net_server_evloop_ops" "$kit/bin/net_server_evloop_ops_before"
+    cp "$before/bench/evloop_bench" "$kit/bin/evloop_bench_before"
 fi
 for b in "$kit"/bin/*; do
     ldd "$b" | awk '/=>/ { print $3 } /ld-linux/ { print $1 }'

@@ -3,9 +3,11 @@
 # $OUT/all.txt): the network family's HTTP servers at 1000 connections under wrk (the
 # server pinned to CPU 1, wrk with 8 threads on CPUs 4-11; the ops server on io_uring before
 # and after, when the kit has the older one), three interleaved rounds, then the hand-off
-# families of the bench (MultiProducer, MultiProducerContention, PingPong, BurstSubmit) for
-# every system, 3 repetitions. Knobs: ROUNDS (3), DUR (s per wrk run, 3), CLI_CPUS (4-11),
-# BENCH (1: run the bench families).
+# families of the bench (MultiProducer, MultiProducerContention, PingPong, BurstSubmit,
+# ReadinessRoundTrip) for every system, 3 repetitions; with an older bench in the kit, it
+# and this one alternate, ROUNDS times each. Knobs: ROUNDS (3), DUR (s per wrk run, 3),
+# CLI_CPUS (4-11), BENCH (1: run the bench families), NET (1: run the network family),
+# FILTER (the bench families' regex).
 set -u
 K=$(cd "$(dirname "$0")" && pwd)
 L=$K/lib
@@ -31,6 +33,7 @@ net() { # label binary args...
     wait $pid 2>/dev/null
 }
 for r in $(seq 1 "${ROUNDS:-3}"); do
+    [ "${NET:-1}" = 1 ] || break
     [ -x "$K/bin/net_server_evloop_ops_before" ] &&
         net ops-before/io_uring net_server_evloop_ops_before --backend io_uring
     net ops/io_uring net_server_evloop_ops --backend io_uring
@@ -41,8 +44,21 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
     net libuv net_server_libuv
 done
 [ "${BENCH:-1}" = 1 ] || exit 0
-echo "== bench"
-timeout 300 "$L/ld-linux-x86-64.so.2" --library-path "$L" "$K/bin/evloop_bench" \
-    --benchmark_filter='^(MultiProducer|MultiProducerContention|PingPong|BurstSubmit)/' \
-    --benchmark_repetitions=3 --benchmark_min_time=0.2 --benchmark_report_aggregates_only=true
+filter=${FILTER:-'^(MultiProducer|MultiProducerContention|PingPong|BurstSubmit|ReadinessRoundTrip)/'}
+bench() { # binary
+    timeout 300 "$L/ld-linux-x86-64.so.2" --library-path "$L" "$K/bin/$1" \
+        --benchmark_filter="$filter" --benchmark_repetitions=3 --benchmark_min_time=0.2 \
+        --benchmark_report_aggregates_only=true
+}
+if [ -x "$K/bin/evloop_bench_before" ]; then
+    for r in $(seq 1 "${ROUNDS:-3}"); do
+        echo "== bench before round $r"
+        bench evloop_bench_before
+        echo "== bench after round $r"
+        bench evloop_bench
+    done
+else
+    echo "== bench"
+    bench evloop_bench
+fi
 echo "== end, load $(cat /proc/loadavg)"

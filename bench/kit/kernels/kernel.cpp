@@ -112,6 +112,7 @@ Counters loop_counters(const Target &t, const Snapshot &start, const Snapshot &e
     c["tasks_per_drain"] = double(end.st.tasks - start.st.tasks) / double(drains ? drains : 1);
     if (t.is_evloop()) {
         c["spin_hits_per_op"] = double(end.st.spin_hits - start.st.spin_hits) / n;
+        c["membarriers_per_op"] = double(end.st.membarriers - start.st.membarriers) / n;
         c["budget_end"] = double(end.st.budget);
         c["spin_ns_end"] = double(end.st.spin_ns);
     }

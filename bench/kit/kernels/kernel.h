@@ -65,7 +65,7 @@ class Samples
 // The counters every benchmark reports, from snapshots around its timed iterations:
 // ns_per_op (timed ns / ops: the tournament's headline), loop_cpu_ns_per_op,
 // cpu_ns_per_op, loop_sleeps_per_op, wakes_per_op, tasks_per_drain, and for evloop
-// spin_hits_per_op and the budget / spin window in force at the end.
+// spin_hits_per_op, membarriers_per_op and the budget / spin window in force at the end.
 Counters loop_counters(const Target &t, const Snapshot &start, const Snapshot &end,
                        uint64_t timed_ns, uint64_t ops);
 

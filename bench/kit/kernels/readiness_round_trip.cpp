@@ -2,8 +2,15 @@
 // read end the loop watches; the fd callback reads it and sets a flag the producer spins
 // on. One op = one round trip; each step is one (p50 / p99 counters). Per evloop backend,
 // libev (ev_io) and libuv (uv_poll). 200 untimed round trips warm the fd path first.
+// Shapes: alone (the default, no tail in the name); silent: one other thread has posted a
+// task to the loop once and stays alive (a worker known to the loop); sporadic: that
+// thread posts a task every 200 us, as a worker pool returning results now and then does.
+// The loop's sleep between round trips is what they change: whether it pays for the
+// other thread (evloop: a membarrier before it sleeps, while a submit could be unseen).
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -56,6 +63,15 @@ class Readiness : public Kernel
             return;
         }
         added_ = true;
+        if (p.shape == "silent" || p.shape == "sporadic") {
+            side_ = std::thread([this, sporadic = p.shape == "sporadic"] { side(sporadic); });
+            while (!side_ready_.load())
+                std::this_thread::yield();
+            if (side_failed_.load()) {
+                error = "the other thread's submit was refused";
+                return;
+            }
+        }
         loop_.warm_up(100, p.warm_up_s);
         for (int warm = 0; warm < 200; warm++) { // the fd path, untimed
             sig_.reset();
@@ -65,6 +81,9 @@ class Readiness : public Kernel
     }
     ~Readiness() override
     {
+        side_stop_.store(true);
+        if (side_.joinable())
+            side_.join();
         if (!added_)
             return;
         const bench_system *sys = loop_.sys();
@@ -89,6 +108,26 @@ class Readiness : public Kernel
     }
 
   private:
+    static void noop(void *arg)
+    {
+        static_cast<std::atomic<uint64_t> *>(arg)->fetch_add(1);
+    }
+
+    // The other thread: one post it waits for, then every 200 us (sporadic) or none.
+    void side(bool sporadic)
+    {
+        if (loop_.submit(noop, &side_ran_) < 0)
+            side_failed_.store(true);
+        while (side_ran_.load() == 0 && !side_failed_.load())
+            std::this_thread::yield();
+        side_ready_.store(true);
+        while (!side_stop_.load()) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            if (sporadic && !side_stop_.load())
+                loop_.submit(noop, &side_ran_);
+        }
+    }
+
     static void on_readable(void *arg, int fd, unsigned events)
     {
         auto *k = static_cast<Readiness *>(arg);
@@ -102,9 +141,19 @@ class Readiness : public Kernel
     Signal sig_;
     Loop loop_;
     bool added_ = false;
+    std::thread side_; // joined before loop_ goes (declared after it)
+    std::atomic<bool> side_ready_{false}, side_stop_{false}, side_failed_{false};
+    std::atomic<uint64_t> side_ran_{0};
 };
 
-BENCH_KERNEL({"ReadinessRoundTrip", construct<Readiness>, nullptr, "", Params()});
+// The default shape keeps the family's first name (no tail).
+std::string readiness_tail(const Params &p)
+{
+    return p.shape == "alone" ? "" : p.shape;
+}
+
+BENCH_KERNEL({"ReadinessRoundTrip", construct<Readiness>, readiness_tail,
+              "alone, silent, sporadic", make_params("alone", 0)});
 
 } // namespace
 } // namespace bench

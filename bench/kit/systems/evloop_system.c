@@ -148,6 +148,7 @@ static void stats(struct bench_loop *l, struct bench_loop_stats *out)
     out->drains = s.ticks;
     out->wakes = (int64_t)(s.futex_wakes + s.poller_wakes);
     out->spin_hits = (int64_t)s.spin_hits;
+    out->membarriers = (int64_t)s.membarriers;
     out->budget = s.batch_budget;
     out->spin_ns = s.spin_ns;
 }

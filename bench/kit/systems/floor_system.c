@@ -156,6 +156,7 @@ static void stats(struct bench_loop *l, struct bench_loop_stats *out)
     out->drains = out->tasks;
     out->wakes = (int64_t)atomic_load_explicit(&l->wakes, memory_order_relaxed);
     out->spin_hits = -1;
+    out->membarriers = -1;
     out->budget = 0;
     out->spin_ns = -1;
 }

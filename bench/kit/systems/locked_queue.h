@@ -117,6 +117,7 @@ static inline void lq_stats(struct locked_queue *q, struct bench_loop_stats *out
     out->drains = atomic_load_explicit(&q->drains, memory_order_relaxed);
     out->wakes = -1;
     out->spin_hits = -1;
+    out->membarriers = -1;
     out->budget = 0;
     out->spin_ns = -1;
 }

@@ -34,6 +34,8 @@ def test_families_and_systems():
     ("MultiProducer", {"iterations": 2, "producers": 4, "tasks": 10000}),
     ("MicrotaskRoundTrip", {"iterations": 200}),
     ("ReadinessRoundTrip", {"iterations": 100}),
+    ("ReadinessRoundTrip", {"shape": "silent", "iterations": 100}),
+    ("ReadinessRoundTrip", {"shape": "sporadic", "iterations": 100}),
 ])
 def test_every_family_runs_on_every_variant_and_backend(variant, backend, family, kw):
     r = bench.run(family, variant=variant, backend=backend, **kw)
