@@ -8,15 +8,7 @@
  * empty when they are equal. A push costs one uncontended lock and nothing else: pushed
  * is a plain store under the mutex, and the wake handshake's ordering comes from the
  * caller's evloop__sleep_notify() (its light barrier) against the loop's heavy barrier,
- * as for the arena variant (sleep.h). A batch takes the lock once.
- *
- * Cache lines a push writes: the mutex's, which holds everything a push updates (the tail
- * chunk, its fill, pushed, closed), and the slot of its task. The fill lives there rather
- * than in the chunk, and pushed beside the mutex rather than on a line of its own: a
- * producer owns the mutex's line while it holds the lock, so those stores cost nothing
- * more, where a separate line would be one more transfer inside the critical section,
- * which every other producer waits out. The tail chunk's count is written when the
- * producers leave it (full, or taken by the consumer). */
+ * as for the arena variant (sleep.h). A batch takes the lock once. */
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -35,17 +27,14 @@ struct chunk {
 };
 
 struct evloop__ingress {
-    /* The producers' line (40 + 24 bytes with glibc on x86-64 and aarch64). */
     alignas(EVLOOP_CACHELINE) pthread_mutex_t mu;
-    _Atomic uint64_t pushed; /* written under mu; the consumer polls it */
-    struct chunk *tail;      /* under mu */
-    uint32_t fill;           /* under mu: tasks in tail (its count is written when left) */
-    bool closed;             /* under mu */
-    _Atomic bool ever;       /* set by the first push (evloop__ingress_needs_heavy) */
-    /* Under mu, once per chunk or take. */
-    alignas(EVLOOP_CACHELINE) struct chunk *head;
-    struct chunk *pool;
-    alignas(EVLOOP_CACHELINE) uint64_t taken; /* consumer only from here on */
+    struct chunk *head, *tail, *pool; /* under mu */
+    bool closed;                      /* under mu */
+    /* Its own line: the consumer polls it, and must not pull the mutex's line away from
+     * a producer each time it looks. */
+    alignas(EVLOOP_CACHELINE) _Atomic uint64_t pushed; /* written under mu */
+    _Atomic uint32_t ever; /* set by the first push (evloop__ingress_needs_heavy) */
+    alignas(EVLOOP_CACHELINE) uint64_t taken;          /* consumer only from here on */
     struct chunk *cur;                        /* the list taken last, oldest first */
     uint32_t cur_pos;
     struct chunk *spare; /* emptied chunks, returned to the pool at the next take */
@@ -108,8 +97,7 @@ void evloop__ingress_free(struct evloop__ingress *q)
     free(q);
 }
 
-/* Under mu: appends an empty chunk, from the pool or the heap, and makes it the tail
- * (the one left behind is full: its count is CHUNK_TASKS); NULL when out of memory. */
+/* Under mu: appends an empty chunk, from the pool or the heap; NULL when out of memory. */
 static struct chunk *append_chunk(struct evloop__ingress *q)
 {
     struct chunk *c = q->pool;
@@ -123,21 +111,19 @@ static struct chunk *append_chunk(struct evloop__ingress *q)
     }
     c->next = NULL;
     c->count = 0;
-    if (q->tail) {
-        q->tail->count = CHUNK_TASKS;
+    if (q->tail)
         q->tail->next = c;
-    } else {
+    else
         q->head = c;
-    }
     q->tail = c;
-    q->fill = 0;
     return c;
 }
 
 /* Under mu: a chunk with room at the tail. */
 static struct chunk *tail_with_room(struct evloop__ingress *q)
 {
-    return q->tail && q->fill < CHUNK_TASKS ? q->tail : append_chunk(q);
+    struct chunk *c = q->tail;
+    return c && c->count < CHUNK_TASKS ? c : append_chunk(q);
 }
 
 /* Under mu, after a push: the queue's first push ever marks it and fences in full, so the
@@ -146,7 +132,7 @@ static void first_push(struct evloop__ingress *q)
 {
     if (atomic_load_explicit(&q->ever, memory_order_relaxed))
         return;
-    atomic_store(&q->ever, true); /* seq_cst: pairs with the load in needs_heavy */
+    atomic_store(&q->ever, 1); /* seq_cst: pairs with the load in needs_heavy */
     evloop__fence();
 }
 
@@ -158,39 +144,21 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_ta
         pthread_mutex_unlock(&q->mu);
         return -ESHUTDOWN;
     }
-    /* All or none: the chunks a batch needs are counted, then taken from the pool (or the
-     * heap) before any task is written, and linked as the batch fills them. */
-    size_t room = q->tail ? CHUNK_TASKS - q->fill : 0;
-    size_t need = n <= room ? 0 : (n - room + CHUNK_TASKS - 1) / CHUNK_TASKS;
-    struct chunk *got = NULL;
-    for (size_t i = 0; i < need; i++) {
-        struct chunk *c = q->pool;
-        if (c) {
-            q->pool = c->next;
-        } else if ((c = malloc(sizeof(*c))) != NULL) {
-            atomic_fetch_add_explicit(&q->overflows, 1, memory_order_relaxed);
-        } else {
-            while (got) {
-                struct chunk *next = got->next;
-                got->next = q->pool;
-                q->pool = got;
-                got = next;
-            }
+    /* All or none: the chunks a batch needs are found before any task is written. */
+    struct chunk *first = q->tail, *c = first;
+    size_t room = c ? CHUNK_TASKS - c->count : 0;
+    while (room < n) {
+        if (!append_chunk(q)) {
             pthread_mutex_unlock(&q->mu);
-            return -ENOMEM;
+            return -ENOMEM; /* the empty chunks stay linked and serve the next push */
         }
-        c->next = got;
-        got = c;
+        room += CHUNK_TASKS;
     }
+    c = first && first->count < CHUNK_TASKS ? first : (first ? first->next : q->head);
     for (size_t i = 0; i < n; i++) {
-        if (!q->tail || q->fill == CHUNK_TASKS) {
-            struct chunk *c = got;
-            got = c->next;
-            c->next = q->pool; /* append_chunk() takes it back from the pool at once */
-            q->pool = c;
-            append_chunk(q);
-        }
-        q->tail->tasks[q->fill++] = (struct evloop__task){tasks[i].cb, tasks[i].arg};
+        if (c->count == CHUNK_TASKS)
+            c = c->next;
+        c->tasks[c->count++] = (struct evloop__task){tasks[i].cb, tasks[i].arg};
     }
     /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
     atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + n,
@@ -212,7 +180,7 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
         pthread_mutex_unlock(&q->mu);
         return -ENOMEM;
     }
-    c->tasks[q->fill++] = (struct evloop__task){cb, arg};
+    c->tasks[c->count++] = (struct evloop__task){cb, arg};
     /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
     atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -232,8 +200,6 @@ static void take_list(struct evloop__ingress *q)
         q->pool = q->spare;
         q->spare = NULL;
     }
-    if (q->tail)
-        q->tail->count = q->fill; /* the producers leave it: the consumer reads count */
     q->cur = q->head;
     q->cur_pos = 0;
     q->head = q->tail = NULL;
