@@ -75,6 +75,7 @@ if(EVLOOP_WITH_IO_URING AND CMAKE_SYSTEM_NAME STREQUAL "Linux" AND
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
         list(APPEND EVLOOP_BACKEND_SOURCES src/backends/io_uring/io_uring.c
+             src/backends/io_uring/ring_wait.c
              src/backends/io_uring/native_ops.c src/backends/io_uring/probe.c)
         list(APPEND EVLOOP_BACKEND_LIBS PkgConfig::LIBURING)
     endif()

@@ -1,6 +1,7 @@
 /* Shared by the files of the io_uring backend: io_uring.c is the backend (readiness from an
- * epoll set, wakes and native ops in a ring), native_ops.c turns native ops into SQEs and
- * their CQEs into reports, probe.c starts the ring and finds out what this kernel offers. */
+ * epoll set, wakes and native ops in a ring) with its wait in ring_wait.c (their shared state:
+ * uring_state.h), native_ops.c turns native ops into SQEs and their CQEs into reports,
+ * probe.c starts the ring and finds out what this kernel offers. */
 #ifndef EVLOOP_URING_H
 #define EVLOOP_URING_H
 
