@@ -89,11 +89,7 @@ static void run_producers(const char *what, submit_fn submit, evloop_config cfg,
            (unsigned long long)st.poller_wakes, secs);
     assert_true(drained);
     assert_int_equal(total, (uint64_t)PRODUCERS * n);
-    assert_int_equal(t.lost, 0);
-    assert_int_equal(t.duplicated, 0);
-    assert_int_equal(t.order_violations, 0);
-    assert_int_equal(t.strays, 0);
-    assert_int_equal(t.phantom, 0);
+    stress_assert_tally_clean(t);
     test_loop_free(loop);
     pthread_barrier_destroy(&start);
     stress_ledger_free(&g_ledger);

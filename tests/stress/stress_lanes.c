@@ -178,13 +178,61 @@ static void ledger_task(void *arg)
     stress_ledger_run(&g_ledger, arg);
 }
 
+/* A producer thread of the ledger tests: body(p) submits tasks p->id/0, 1, ... and sets
+ * accepted to how many it got accepted (in order). */
 struct mixer {
     pthread_t thread;
     evloop *loop;
     unsigned id;
-    uint64_t n, accepted, seed;
+    uint64_t n, accepted, seed; /* n: what body reads it as (tasks, rounds) */
     int error;
 };
+
+struct ledger_run {
+    bool drained;
+    double secs;
+    uint64_t total; /* tasks accepted */
+    struct evloop_stats st;
+    struct stress_tally t;
+};
+
+/* Runs count producers of body on a running loop (r), each with n, until they are done and
+ * every accepted task ran (or progress stalls for 30 s); then stops the loop and tallies
+ * g_ledger (which the caller initialised for as many tasks as a producer may submit). */
+static struct ledger_run run_producers(struct test_runner *r, void *(*body)(void *),
+                                       unsigned count, uint64_t n)
+{
+    struct mixer m[PRODUCERS];
+    uint64_t accepted[PRODUCERS];
+    struct ledger_run run = {0};
+    assert_true(count <= PRODUCERS);
+    uint64_t seed = stress_seed(), t0 = stress_now_ns();
+    for (unsigned i = 0; i < count; i++) {
+        m[i] = (struct mixer){.loop = r->loop, .id = i, .n = n, .seed = seed + i};
+        assert_int_equal(pthread_create(&m[i].thread, NULL, body, &m[i]), 0);
+    }
+    for (unsigned i = 0; i < count; i++) {
+        pthread_join(m[i].thread, NULL);
+        accepted[i] = m[i].accepted;
+        run.total += accepted[i];
+        if (m[i].error)
+            print_error("producer %u: %d (%s)\n", i, m[i].error, evloop_strerror(m[i].error));
+    }
+    run.drained = stress_wait_progress(&g_ledger.total, run.total, 30000);
+    run.secs = (double)(stress_now_ns() - t0) / 1e9;
+    assert_rc(evloop_stats(r->loop, &run.st), 0);
+    test_runner_stop(r);
+    run.t = stress_ledger_tally(&g_ledger, accepted, count);
+    return run;
+}
+
+/* Every accepted task ran once, in its producer's order, and all `want` were accepted. */
+static void assert_ledger_clean(const struct ledger_run *run, uint64_t want)
+{
+    assert_true(run->drained);
+    assert_int_equal(run->total, want);
+    stress_assert_tally_clean(run->t);
+}
 
 static void *mix(void *arg)
 {
@@ -223,39 +271,15 @@ static void run_mixers(const char *fence)
     stress_ledger_init(&g_ledger, n);
     struct test_runner r;
     test_runner_start(&r, loop);
-    struct mixer m[PRODUCERS];
-    uint64_t seed = stress_seed(), t0 = stress_now_ns();
-    for (unsigned i = 0; i < PRODUCERS; i++) {
-        m[i] = (struct mixer){.loop = loop, .id = i, .n = n, .seed = seed + i};
-        assert_int_equal(pthread_create(&m[i].thread, NULL, mix, &m[i]), 0);
-    }
-    uint64_t accepted[PRODUCERS], total = 0;
-    for (unsigned i = 0; i < PRODUCERS; i++) {
-        pthread_join(m[i].thread, NULL);
-        accepted[i] = m[i].accepted;
-        total += accepted[i];
-        if (m[i].error)
-            print_error("producer %u: %d (%s)\n", i, m[i].error, evloop_strerror(m[i].error));
-    }
-    bool drained = stress_wait_progress(&g_ledger.total, total, 30000);
-    double secs = (double)(stress_now_ns() - t0) / 1e9;
-    struct evloop_stats st;
-    assert_rc(evloop_stats(loop, &st), 0);
-    test_runner_stop(&r);
-    struct stress_tally t = stress_ledger_tally(&g_ledger, accepted, PRODUCERS);
+    struct ledger_run run = run_producers(&r, mix, PRODUCERS, n);
+    const struct stress_tally *t = &run.t;
     printf("# figure: mixed single+batch %s.%s fence %s (%s): %u x %llu tasks: lost %llu, "
            "duplicated %llu, order violations %llu, strays %llu, phantom %llu, %.2f s\n",
-           EVLOOP_TEST_VARIANT, st.backend, st.fence, st.fence_reason, PRODUCERS,
-           (unsigned long long)n, (unsigned long long)t.lost, (unsigned long long)t.duplicated,
-           (unsigned long long)t.order_violations, (unsigned long long)t.strays,
-           (unsigned long long)t.phantom, secs);
-    assert_true(drained);
-    assert_int_equal(total, (uint64_t)PRODUCERS * n);
-    assert_int_equal(t.lost, 0);
-    assert_int_equal(t.duplicated, 0);
-    assert_int_equal(t.order_violations, 0);
-    assert_int_equal(t.strays, 0);
-    assert_int_equal(t.phantom, 0);
+           EVLOOP_TEST_VARIANT, run.st.backend, run.st.fence, run.st.fence_reason, PRODUCERS,
+           (unsigned long long)n, (unsigned long long)t->lost, (unsigned long long)t->duplicated,
+           (unsigned long long)t->order_violations, (unsigned long long)t->strays,
+           (unsigned long long)t->phantom, run.secs);
+    assert_ledger_clean(&run, (uint64_t)PRODUCERS * n);
     test_loop_free(loop);
     stress_ledger_free(&g_ledger);
 }
@@ -278,19 +302,12 @@ static void test_mixed_batches_keep_producer_order_with_seq_cst_fences(void **st
 #define POSTS 8        /* posts now and then per round: two that wake the loop switch */
 #define STREAM 3000    /* a stream per round: 1,024 pushes into a held lane switch back */
 
-struct switcher {
-    pthread_t thread;
-    evloop *loop;
-    unsigned id;
-    uint64_t rounds, accepted, seed;
-    int error;
-};
-
+/* n: rounds of POSTS posts, each followed by a nap, then a stream of STREAM. */
 static void *post_then_stream(void *arg)
 {
-    struct switcher *p = arg;
+    struct mixer *p = arg;
     uint64_t s = 0;
-    for (uint64_t round = 0; round < p->rounds && p->error == 0; round++) {
+    for (uint64_t round = 0; round < p->n && p->error == 0; round++) {
         for (int i = 0; i < POSTS && p->error == 0; i++, s++) {
             p->error = evloop_submit(p->loop, ledger_task, stress_ledger_arg(p->id, s));
             usleep((useconds_t)(50 + stress_below(&p->seed, 250))); /* the loop goes to sleep */
@@ -315,42 +332,18 @@ static void test_lanes_switching_between_plain_and_fenced_pushes_lose_nothing(vo
     stress_ledger_init(&g_ledger, n);
     struct test_runner r;
     test_runner_start(&r, loop);
-    struct switcher p[SWITCHERS];
-    uint64_t seed = stress_seed(), t0 = stress_now_ns();
-    for (unsigned i = 0; i < SWITCHERS; i++) {
-        p[i] = (struct switcher){.loop = loop, .id = i, .rounds = rounds, .seed = seed + i};
-        assert_int_equal(pthread_create(&p[i].thread, NULL, post_then_stream, &p[i]), 0);
-    }
-    uint64_t accepted[SWITCHERS], total = 0;
-    for (unsigned i = 0; i < SWITCHERS; i++) {
-        pthread_join(p[i].thread, NULL);
-        accepted[i] = p[i].accepted;
-        total += accepted[i];
-        if (p[i].error)
-            print_error("producer %u: %d (%s)\n", i, p[i].error, evloop_strerror(p[i].error));
-    }
-    bool drained = stress_wait_progress(&g_ledger.total, total, 30000);
-    double secs = (double)(stress_now_ns() - t0) / 1e9;
-    struct evloop_stats st;
-    assert_rc(evloop_stats(loop, &st), 0);
-    test_runner_stop(&r);
-    struct stress_tally t = stress_ledger_tally(&g_ledger, accepted, SWITCHERS);
+    struct ledger_run run = run_producers(&r, post_then_stream, SWITCHERS, rounds);
+    const struct evloop_stats *st = &run.st;
     printf("# figure: switching lanes %s.%s fence %s: %u x %llu rounds of %d posts + %d: "
            "lost %llu, duplicated %llu, order violations %llu; %llu sleeps, %llu wakes, "
            "%llu membarriers, %.2f s\n",
-           EVLOOP_TEST_VARIANT, st.backend, st.fence, SWITCHERS, (unsigned long long)rounds,
-           POSTS, STREAM, (unsigned long long)t.lost, (unsigned long long)t.duplicated,
-           (unsigned long long)t.order_violations,
-           (unsigned long long)(st.futex_sleeps + st.poller_sleeps),
-           (unsigned long long)(st.futex_wakes + st.poller_wakes),
-           (unsigned long long)st.membarriers, secs);
-    assert_true(drained);
-    assert_int_equal(total, (uint64_t)SWITCHERS * n);
-    assert_int_equal(t.lost, 0);
-    assert_int_equal(t.duplicated, 0);
-    assert_int_equal(t.order_violations, 0);
-    assert_int_equal(t.strays, 0);
-    assert_int_equal(t.phantom, 0);
+           EVLOOP_TEST_VARIANT, st->backend, st->fence, SWITCHERS, (unsigned long long)rounds,
+           POSTS, STREAM, (unsigned long long)run.t.lost, (unsigned long long)run.t.duplicated,
+           (unsigned long long)run.t.order_violations,
+           (unsigned long long)(st->futex_sleeps + st->poller_sleeps),
+           (unsigned long long)(st->futex_wakes + st->poller_wakes),
+           (unsigned long long)st->membarriers, run.secs);
+    assert_ledger_clean(&run, (uint64_t)SWITCHERS * n);
     test_loop_free(loop);
     stress_ledger_free(&g_ledger);
 }

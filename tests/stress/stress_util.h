@@ -211,6 +211,16 @@ static inline struct stress_tally stress_ledger_tally(const struct stress_ledger
     return t;
 }
 
+/* Every accepted task ran exactly once, in its producer's order, and nothing else ran. */
+#define stress_assert_tally_clean(t)                                                               \
+    do {                                                                                           \
+        assert_int_equal((t).lost, 0);                                                             \
+        assert_int_equal((t).duplicated, 0);                                                       \
+        assert_int_equal((t).order_violations, 0);                                                 \
+        assert_int_equal((t).strays, 0);                                                           \
+        assert_int_equal((t).phantom, 0);                                                          \
+    } while (0)
+
 /* Waits until *counter reaches goal, failing only when it stops moving for stall_ms. */
 static inline bool stress_wait_progress(test_counter *counter, uint64_t goal, int64_t stall_ms)
 {
