@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@ int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
     signal(SIGPIPE, SIG_IGN);
     o->port = 8080;
     o->backend = NULL;
+    o->workers = 2;
+    o->work_us = 2;
+    o->loop_cpus = NULL;
+    o->worker_cpus = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
             char *end;
@@ -32,13 +37,29 @@ int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
             o->backend = argv[++i];
         } else if (strcmp(argv[i], "--echo") == 0) {
             http_conn_use_echo();
+        } else if ((strcmp(argv[i], "--workers") == 0 || strcmp(argv[i], "--work-us") == 0) &&
+                   i + 1 < argc) {
+            bool workers = strcmp(argv[i], "--workers") == 0;
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < (workers ? 1 : 0) || v > (workers ? 256 : 1000000))
+                goto usage;
+            *(workers ? &o->workers : &o->work_us) = (unsigned)v;
+        } else if (strcmp(argv[i], "--loop-cpu") == 0 && i + 1 < argc) {
+            o->loop_cpus = argv[++i];
+        } else if (strcmp(argv[i], "--worker-cpus") == 0 && i + 1 < argc) {
+            o->worker_cpus = argv[++i];
         } else {
             goto usage;
         }
     }
     return 0;
 usage:
-    fprintf(stderr, "usage: %s [--port N] [--backend auto|epoll|io_uring|...] [--echo]\n", prog);
+    fprintf(stderr,
+            "usage: %s [--port N] [--backend auto|epoll|io_uring|...] [--echo]\n"
+            "       offload servers: [--workers N] [--work-us US] [--loop-cpu LIST]"
+            " [--worker-cpus LIST]\n",
+            prog);
     return -1;
 }
 
