@@ -966,8 +966,10 @@ def check_offload_close(build, system, port, pins):
     _, rc, err = srv.stop()
     if last:
         last.close()
-    if why is None and rc != 0:
-        why = f"exited with {rc} on SIGTERM: {err.strip()[-300:]}"
+    if rc != 0:  # a sanitizer's report, say: it explains a socket error too
+        san = re.search(r"^.*ERROR: \w+Sanitizer.*$", err, re.M)
+        why = ((why + "; server " if why else "") + f"exited with {rc}: " +
+               (san.group(0) if san else err.strip()[-300:]))
     m = re.search(r"(\d+) requests on (\d+) connections", err)
     conns = (CLOSE_CHECK_CONNS + 1, CLOSE_CHECK_CONNS + 2)  # the last may not be accepted yet
     if why is None and not m:
