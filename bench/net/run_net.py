@@ -14,8 +14,11 @@ counted a socket error (connect, read, write, timeout) or a non-2xx response has
 report gives its counts, never its req/s, and its system reads "failed" at that connection
 count instead of a figure; the exit status is then 1.
 
-Writes into --out: net.json (every run and the medians), report.md and plots/net.png (when
-matplotlib is importable). Python 3 standard library only; matplotlib optional.
+The offload family (--families offload) runs the offload servers the same way: each request's
+work on worker threads, the reply posted back to the loop thread (bench/net/README.md).
+
+Writes into --out: net.json (every run and the medians), report.md and plots/net.png (and
+plots/net_offload.png, plots/net_echo.png with those families) when matplotlib is importable. Python 3 standard library only; matplotlib optional.
 bench/tournament.py runs this (--net-build) and puts its section into its report.
 """
 import argparse
