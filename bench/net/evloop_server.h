@@ -11,7 +11,7 @@
 struct net_opts;
 
 struct evloop_glue {
-    const char *kind; /* "readiness" or "ops": printed with the backend */
+    const char *kind; /* "readiness", "ops" or "offload": printed with the backend */
     /* Starts accepting on lfd (a non-blocking listening socket). 0 or a negative errno. */
     int (*start)(evloop *loop, int lfd);
     /* After evloop_run has returned and the loop is freed (so no loop calls): closes and

@@ -10,12 +10,22 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* Parses a decimal number within [lo, hi] into *out. Returns 0 or -1. */
+static int parse_unsigned(const char *s, long lo, long hi, unsigned *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
 
 int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
 {
@@ -37,14 +47,12 @@ int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
             o->backend = argv[++i];
         } else if (strcmp(argv[i], "--echo") == 0) {
             http_conn_use_echo();
-        } else if ((strcmp(argv[i], "--workers") == 0 || strcmp(argv[i], "--work-us") == 0) &&
-                   i + 1 < argc) {
-            bool workers = strcmp(argv[i], "--workers") == 0;
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < (workers ? 1 : 0) || v > (workers ? 256 : 1000000))
+        } else if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
+            if (parse_unsigned(argv[++i], 1, 256, &o->workers) < 0)
                 goto usage;
-            *(workers ? &o->workers : &o->work_us) = (unsigned)v;
+        } else if (strcmp(argv[i], "--work-us") == 0 && i + 1 < argc) {
+            if (parse_unsigned(argv[++i], 0, 1000000, &o->work_us) < 0)
+                goto usage;
         } else if (strcmp(argv[i], "--loop-cpu") == 0 && i + 1 < argc) {
             o->loop_cpus = argv[++i];
         } else if (strcmp(argv[i], "--worker-cpus") == 0 && i + 1 < argc) {
