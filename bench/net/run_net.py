@@ -1022,7 +1022,7 @@ def offload_section(summary, img_prefix, level):
               "to the loop thread, which writes it: `evloop_submit`; a locked list and "
               "`ev_async_send` (libev) or `uv_async_send` (libuv); `uv_queue_work`'s "
               "after-work callback. One job per connection at a time. Loop thread on CPU "
-              f"{off.get('loop_cpu') or '(unpinned)'}, workers on CPUs "
+              f"{off.get('loop_cpu') or '(unpinned)'}, workers on CPU(s) "
               f"{off.get('worker_cpus') or '(unpinned)'}. Before measuring, each server "
               "passed the protocol check and a close-while-at-worker check (clients that "
               "close, some with a reset, while their request is at a worker). Ratios: req/s "
