@@ -17,7 +17,9 @@ command -v wrk >/dev/null || { echo "make_kit: wrk not found (apt-get install wr
 rm -rf "$kit"
 mkdir -p "$kit/bin" "$kit/lib"
 for b in bench/evloop_bench bench/net/net_server_evloop bench/net/net_server_evloop_ops \
-         bench/net/net_server_libev bench/net/net_server_libuv; do
+         bench/net/net_server_libev bench/net/net_server_libuv \
+         bench/net/net_server_evloop_offload bench/net/net_server_libev_offload \
+         bench/net/net_server_libuv_offload bench/net/net_server_libuv_queue_work; do
     [ -x "$build/$b" ] || { echo "make_kit: $build/$b not built" >&2; exit 1; }
     cp "$build/$b" "$kit/bin/"
 done

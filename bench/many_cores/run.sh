@@ -7,7 +7,11 @@
 # ReadinessRoundTrip) for every system, 3 repetitions; with an older bench in the kit, it
 # and this one alternate, ROUNDS times each. Knobs: ROUNDS (3), DUR (s per wrk run, 3),
 # CLI_CPUS (4-11), BENCH (1: run the bench families), NET (1: run the network family),
-# FILTER (the bench families' regex).
+# FILTER (the bench families' regex). After the HTTP servers, when the kit has them, the
+# offload family (bench/net/worker_pool.c: each request's work on worker threads, the reply
+# posted back to the loop thread) at 1000 and OFF_CONNS connections, ROUNDS rounds: loop
+# thread on CPU 1, workers on OFF_CPUS. Its knobs: OFFLOAD (1: run it), OFF_WORKERS (2),
+# OFF_WORK_US (2), OFF_CPUS (2-3), OFF_CONNS (200).
 set -u
 K=$(cd "$(dirname "$0")" && pwd)
 L=$K/lib
@@ -42,6 +46,36 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
     net readiness/io_uring net_server_evloop --backend io_uring
     net libev net_server_libev
     net libuv net_server_libuv
+done
+# offload label binary conns args...: the server places its own threads (loop on CPU 1,
+# workers on OFF_CPUS), so no taskset around it.
+offload() {
+    local label=$1 bin=$2 conns=$3
+    shift 3
+    [ -x "$K/bin/$bin" ] || return 0
+    port=$((port + 1))
+    "$L/ld-linux-x86-64.so.2" --library-path "$L" "$K/bin/$bin" --port $port \
+        --workers "${OFF_WORKERS:-2}" --work-us "${OFF_WORK_US:-2}" --loop-cpu 1 \
+        --worker-cpus "${OFF_CPUS:-2-3}" "$@" >/dev/null 2>&1 &
+    local pid=$!
+    sleep 0.4
+    echo "== offload $label c=$conns round $r"
+    taskset -c "${CLI_CPUS:-4-11}" "$L/ld-linux-x86-64.so.2" --library-path "$L" "$K/bin/wrk" \
+        -t8 -c"$conns" -d"${DUR:-3}"s --timeout 2s --latency "http://127.0.0.1:$port/" 2>&1 |
+        grep -E "Requests/sec|Socket errors|Non-2xx|  99%|  50%|requests in"
+    kill $pid
+    wait $pid
+    echo "server exit $?"
+}
+for r in $(seq 1 "${ROUNDS:-3}"); do
+    [ "${OFFLOAD:-1}" = 1 ] || break
+    for conns in 1000 ${OFF_CONNS:-200}; do
+        offload evloop/epoll net_server_evloop_offload "$conns" --backend epoll
+        offload evloop/io_uring net_server_evloop_offload "$conns" --backend io_uring
+        offload libev net_server_libev_offload "$conns"
+        offload libuv net_server_libuv_offload "$conns"
+        offload libuv-queue-work net_server_libuv_queue_work "$conns"
+    done
 done
 [ "${BENCH:-1}" = 1 ] || exit 0
 filter=${FILTER:-'^(MultiProducer|MultiProducerContention|PingPong|BurstSubmit|ReadinessRoundTrip)/'}

@@ -51,20 +51,32 @@ static int fail(const char *what, int err)
     return 1;
 }
 
+static void stop_glue(const struct evloop_glue *glue)
+{
+    if (glue->stopped)
+        glue->stopped();
+}
+
 int evloop_server_main(int argc, char **argv, const struct evloop_glue *glue)
 {
     struct net_opts o;
     if (net_parse_args(argc, argv, argv[0], &o) < 0)
         return 2;
+    int r = glue->init ? glue->init(&o) : 0;
+    if (r < 0)
+        return fail("init", r);
     evloop_config cfg;
     evloop_config_init(&cfg);
     cfg.backend = o.backend;
     evloop *loop;
-    int r = evloop_new(&loop, &cfg);
-    if (r < 0)
+    r = evloop_new(&loop, &cfg);
+    if (r < 0) {
+        stop_glue(glue);
         return fail("evloop_new", r);
+    }
     int lfd = net_listen(o.port);
     if (lfd < 0) {
+        stop_glue(glue);
         evloop_free(loop);
         return fail("listen", lfd);
     }
@@ -72,6 +84,7 @@ int evloop_server_main(int argc, char **argv, const struct evloop_glue *glue)
     if (r == 0)
         r = glue->start(loop, lfd);
     if (r < 0) {
+        stop_glue(glue);
         evloop_free(loop);
         close(lfd);
         return fail("start", r);
@@ -81,6 +94,7 @@ int evloop_server_main(int argc, char **argv, const struct evloop_glue *glue)
              glue->kind);
     net_ready(what, net_local_port(lfd));
     r = evloop_run(loop);
+    stop_glue(glue);
     /* The loop goes first: nothing of it (an operation in flight in the kernel) may still
      * use a connection's buffer when finish frees it. */
     int rf = evloop_free(loop);

@@ -25,8 +25,10 @@ void http_conn_use_echo(void)
 void http_conn_init(struct http_conn *c)
 {
     c->echo = g_echo;
+    c->defer = false;
     c->match = 0;
     c->requests = 0;
+    c->waiting = 0;
     c->out = (struct http_buf){0};
     c->wire = (struct http_buf){0};
 }
@@ -95,6 +97,18 @@ static int echo(struct http_conn *c, const char *buf, size_t n)
     return 0;
 }
 
+/* Queues n canned responses. */
+static int respond(struct http_conn *c, uint64_t n)
+{
+    if (buf_reserve(&c->out, n * RESPONSE_LEN) < 0)
+        return -ENOMEM;
+    for (uint64_t i = 0; i < n; i++) {
+        memcpy(c->out.data + c->out.len, RESPONSE, RESPONSE_LEN);
+        c->out.len += RESPONSE_LEN;
+    }
+    return 0;
+}
+
 int http_conn_feed(struct http_conn *c, const char *buf, size_t n)
 {
     if (c->echo)
@@ -102,13 +116,20 @@ int http_conn_feed(struct http_conn *c, const char *buf, size_t n)
     size_t found = count_requests(c, buf, n);
     if (found == 0)
         return 0;
-    if (buf_reserve(&c->out, found * RESPONSE_LEN) < 0)
+    if (c->defer) {
+        c->waiting += found;
+    } else if (respond(c, found) < 0) {
         return -ENOMEM;
-    for (size_t i = 0; i < found; i++) {
-        memcpy(c->out.data + c->out.len, RESPONSE, RESPONSE_LEN);
-        c->out.len += RESPONSE_LEN;
     }
     c->requests += found;
+    return 0;
+}
+
+int http_conn_answer(struct http_conn *c, uint64_t n)
+{
+    if (respond(c, n) < 0)
+        return -ENOMEM;
+    c->waiting -= n;
     return 0;
 }
 

@@ -23,8 +23,11 @@ struct http_buf {
 
 struct http_conn {
     bool echo;             /* echo mode: the output is the input */
+    bool defer;            /* offload: requests are counted into `waiting`, and answered
+                              later with http_conn_answer() (set it after http_conn_init) */
     unsigned match;        /* bytes of "\r\n\r\n" matched at the end of the input so far */
     uint64_t requests;     /* complete requests seen (echo mode: bytes echoed) */
+    uint64_t waiting;      /* defer: complete requests not answered yet */
     struct http_buf out;   /* responses not yet handed to the kernel */
     struct http_buf wire;  /* responses handed to an asynchronous send still in flight */
     char in[HTTP_READ_SIZE]; /* a read buffer for servers whose reads complete later */
@@ -38,8 +41,13 @@ void http_conn_init(struct http_conn *c);
 void http_conn_free(struct http_conn *c);
 
 /* Feeds n bytes of input: one response is queued in c->out per request they complete (echo
- * mode: the bytes themselves). Returns 0 or -ENOMEM (the connection should then be closed). */
+ * mode: the bytes themselves; defer: nothing is queued, c->waiting counts the requests).
+ * Returns 0 or -ENOMEM (the connection should then be closed). */
 int http_conn_feed(struct http_conn *c, const char *buf, size_t n);
+
+/* Defer: queues the responses of n of the waiting requests (n <= c->waiting), once their
+ * work is done. Returns 0 or -ENOMEM. */
+int http_conn_answer(struct http_conn *c, uint64_t n);
 
 /* Unsent bytes in c->out. */
 static inline size_t http_conn_pending(const struct http_conn *c)

@@ -16,11 +16,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* Parses a decimal number within [lo, hi] into *out. Returns 0 or -1. */
+static int parse_unsigned(const char *s, long lo, long hi, unsigned *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
 int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
 {
     signal(SIGPIPE, SIG_IGN);
     o->port = 8080;
     o->backend = NULL;
+    o->workers = 2;
+    o->work_us = 2;
+    o->loop_cpus = NULL;
+    o->worker_cpus = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
             char *end;
@@ -32,13 +47,27 @@ int net_parse_args(int argc, char **argv, const char *prog, struct net_opts *o)
             o->backend = argv[++i];
         } else if (strcmp(argv[i], "--echo") == 0) {
             http_conn_use_echo();
+        } else if (strcmp(argv[i], "--workers") == 0 && i + 1 < argc) {
+            if (parse_unsigned(argv[++i], 1, 256, &o->workers) < 0)
+                goto usage;
+        } else if (strcmp(argv[i], "--work-us") == 0 && i + 1 < argc) {
+            if (parse_unsigned(argv[++i], 0, 1000000, &o->work_us) < 0)
+                goto usage;
+        } else if (strcmp(argv[i], "--loop-cpu") == 0 && i + 1 < argc) {
+            o->loop_cpus = argv[++i];
+        } else if (strcmp(argv[i], "--worker-cpus") == 0 && i + 1 < argc) {
+            o->worker_cpus = argv[++i];
         } else {
             goto usage;
         }
     }
     return 0;
 usage:
-    fprintf(stderr, "usage: %s [--port N] [--backend auto|epoll|io_uring|...] [--echo]\n", prog);
+    fprintf(stderr,
+            "usage: %s [--port N] [--backend auto|epoll|io_uring|...] [--echo]\n"
+            "       offload servers: [--workers N] [--work-us US] [--loop-cpu LIST]"
+            " [--worker-cpus LIST]\n",
+            prog);
     return -1;
 }
 

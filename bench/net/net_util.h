@@ -12,6 +12,11 @@
 struct net_opts {
     int port;            /* --port N (default 8080; 0: any free port, announced by "ready") */
     const char *backend; /* --backend NAME (evloop servers; NULL: "auto") */
+    /* The offload servers' (worker_pool.h); the others ignore them. */
+    unsigned workers;        /* --workers N: worker threads (default 2) */
+    unsigned work_us;        /* --work-us N: busy work per request, us (default 2) */
+    const char *loop_cpus;   /* --loop-cpu LIST: the loop thread's CPUs (NULL: as started) */
+    const char *worker_cpus; /* --worker-cpus LIST: the workers' CPUs (NULL: as started) */
 };
 
 /* Parses argv; on a bad argument prints the usage of prog and returns -1, else 0. --echo

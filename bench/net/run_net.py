@@ -14,8 +14,11 @@ counted a socket error (connect, read, write, timeout) or a non-2xx response has
 report gives its counts, never its req/s, and its system reads "failed" at that connection
 count instead of a figure; the exit status is then 1.
 
-Writes into --out: net.json (every run and the medians), report.md and plots/net.png (when
-matplotlib is importable). Python 3 standard library only; matplotlib optional.
+The offload family (--families offload) runs the offload servers the same way: each request's
+work on worker threads, the reply posted back to the loop thread (bench/net/README.md).
+
+Writes into --out: net.json (every run and the medians), report.md and plots/net.png (and
+plots/net_offload.png, plots/net_echo.png with those families) when matplotlib is importable. Python 3 standard library only; matplotlib optional.
 bench/tournament.py runs this (--net-build) and puts its section into its report.
 """
 import argparse
@@ -47,6 +50,18 @@ SYSTEMS = {
                             "evloop completion ops"),
     "libev": ("net_server_libev", [], "libev ev_io"),
     "libuv": ("net_server_libuv", [], "libuv uv_tcp streams"),
+    # The offload family (offload_* below): the work of each request on worker threads,
+    # the reply posted back to the loop thread.
+    "offload/evloop/epoll": ("net_server_evloop_offload", ["--backend", "epoll"],
+                             "evloop readiness, workers post with evloop_submit"),
+    "offload/evloop/io_uring": ("net_server_evloop_offload", ["--backend", "io_uring"],
+                                "evloop readiness, workers post with evloop_submit"),
+    "offload/libev": ("net_server_libev_offload", [],
+                      "libev ev_io, workers post with a locked list + ev_async_send"),
+    "offload/libuv": ("net_server_libuv_offload", [],
+                      "libuv uv_tcp, workers post with a locked list + uv_async_send"),
+    "offload/libuv-queue-work": ("net_server_libuv_queue_work", [],
+                                 "libuv uv_tcp, libuv's pool: uv_queue_work"),
 }
 ECHO_CLIENT = "net_echo_client"
 BASELINES = ["libev", "libuv"]
@@ -240,13 +255,13 @@ def run_one(build, system, case, duration, port, pins, wrk):
     """Runs one system on one case (family, connections, message size); returns a dict of its
     figures, with "error" when something failed: then "failures" has what wrk counted, and the
     figures the client printed are kept aside under "discarded", never under their names."""
-    binary, args, _ = SYSTEMS[system]
+    binary, args, prefix = launch(system, pins)
     echo = case["family"] == "echo"
     run = dict(case, system=system)
     busy0, kids0, self0 = cpu_busy_seconds(), children_cpu(), self_cpu()
     started = time.monotonic()
     srv = Server(os.path.join(build, binary), args + (["--echo"] if echo else []), port,
-                 pins[0])
+                 prefix)
     if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         run["error"] = f"did not start (exit {rc}): {err.strip()[-300:]}"
@@ -296,8 +311,8 @@ def check_server(build, system, port, pins):
     """Before measuring: a server must answer pipelined requests split at odd places, and
     a request cut in two only once whole. Returns None or what went wrong."""
     import socket
-    binary, args, _ = SYSTEMS[system]
-    srv = Server(os.path.join(build, binary), args, port, pins[0])
+    binary, args, prefix = launch(system, pins)
+    srv = Server(os.path.join(build, binary), args, port, prefix)
     if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         return f"did not start (exit {rc}): {err.strip()[-300:]}"
@@ -350,6 +365,8 @@ def available_systems(build, wanted):
 
 
 def case_label(case):
+    if case.get("family") == "offload":
+        return f"offload c={case['conns']}"
     if case.get("family") == "echo":
         return f"echo {case['size']} B x{case['conns']}"
     return f"http c={case['conns']}"
@@ -386,12 +403,14 @@ def run_rounds(build, systems, cases, rounds, duration, port, pins, patience, wr
     may be waited on, and a run during which other processes used more than BUSY cores is
     run again (patience)."""
     runs, dead = [], {}
-    total = rounds * len(systems) * len(cases)
+    total = rounds * sum(1 for s in systems for c in cases if runs_case(s, c))
     done, t0 = 0, time.monotonic()
     for rnd in range(rounds):
         order = systems[rnd % len(systems):] + systems[:rnd % len(systems)]
         for case in cases:
             for system in order:
+                if not runs_case(system, case):
+                    continue
                 done += 1
                 if system in dead:
                     continue
@@ -638,6 +657,7 @@ def section(summary, img_prefix="", level="##"):
     if cells:
         md += http_tables(summary, img_prefix, level)
     md += echo_section(summary, img_prefix, level)
+    md += offload_section(summary, img_prefix, level)
     errs = failed_runs(summary)
     if errs:
         md.append(f"{level}# Failed runs")
@@ -853,6 +873,211 @@ def echo_section(summary, img_prefix, level):
     return md
 
 
+# ---------------------------------------------------------------- offload family
+
+# The offload servers' settings, from the command line (measure() fills it in).
+OFFLOAD = {"workers": 2, "work_us": 2, "worker_cpus": None}
+OFFLOAD_BASELINES = ["offload/libev", "offload/libuv"]
+# The close-while-at-worker check: work long enough that every request is still at a worker
+# when its client has closed, on this many connections.
+CLOSE_CHECK_WORK_US = 20000
+CLOSE_CHECK_CONNS = 16
+
+
+def is_offload(system):
+    return system.startswith("offload/")
+
+
+def runs_case(system, case):
+    """Whether system runs in case's family: the offload servers in the offload family
+    only, the others in the http and echo families."""
+    return is_offload(system) == (case.get("family") == "offload")
+
+
+def offload_placement(pins):
+    """An offload server's CPU options: its loop thread on the server's CPU, its workers on
+    --offload-worker-cpus (default: that same CPU); none when pinning is off. The server
+    places its threads itself (taskset would pin the workers with the loop)."""
+    if not pins[0]:
+        return []
+    cpu = pins[0][-1]
+    return ["--loop-cpu", cpu, "--worker-cpus", OFFLOAD["worker_cpus"] or cpu]
+
+
+def launch(system, pins, work_us=None):
+    """(binary, arguments, command prefix) that start system's server."""
+    binary, args, _ = SYSTEMS[system]
+    if not is_offload(system):
+        return binary, args, pins[0]
+    work = OFFLOAD["work_us"] if work_us is None else work_us
+    return (binary, args + ["--workers", str(OFFLOAD["workers"]), "--work-us", str(work)] +
+            offload_placement(pins), [])
+
+
+def offload_meta(pins):
+    place = offload_placement(pins)
+    return {"workers": OFFLOAD["workers"], "work_us": OFFLOAD["work_us"],
+            "loop_cpu": place[1] if place else None,
+            "worker_cpus": place[3] if place else None}
+
+
+def check_offload_close(build, system, port, pins):
+    """Before measuring an offload server: clients that send a request and close (half of
+    them with a reset) while the request is at a worker (each takes CLOSE_CHECK_WORK_US),
+    then a fresh connection that must be answered, then SIGTERM while one more request is at
+    a worker: the server must exit 0 and have freed every connection (it counts the
+    requests of a connection when it frees it). Returns None or what went wrong."""
+    import socket
+    import struct
+    binary, args, prefix = launch(system, pins, CLOSE_CHECK_WORK_US)
+    srv = Server(os.path.join(build, binary), args, port, prefix)
+    if not srv.ready or not srv.port:
+        _, rc, err = srv.stop()
+        return f"did not start (exit {rc}): {err.strip()[-300:]}"
+    req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    why, sure, sent, last = None, 0, 0, None
+    try:
+        for i in range(CLOSE_CHECK_CONNS):
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as sock:
+                n = 1 + i % 2
+                sock.sendall(req * n)
+                sent += n
+                if i % 4 >= 2:  # a reset: the server may find the error before the data
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                else:
+                    sure += n
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            sock.sendall(req)
+            got = b""
+            while got.count(b"hello") < 1:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            if got.count(b"hello") != 1:
+                why = f"a connection opened after the closed ones got {got!r:.80}"
+        sure += 1
+        sent += 1
+        # One more, whose request is at a worker (or queued) when SIGTERM comes.
+        last = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        last.sendall(req)
+        sent += 1
+        time.sleep(0.005)
+    except OSError as e:
+        why = f"socket: {e}"
+    _, rc, err = srv.stop()
+    if last:
+        last.close()
+    if rc != 0:  # a sanitizer's report, say: it explains a socket error too
+        san = re.search(r"^.*ERROR: \w+Sanitizer.*$", err, re.M)
+        why = ((why + "; server " if why else "") + f"exited with {rc}: " +
+               (san.group(0) if san else err.strip()[-300:]))
+    m = re.search(r"(\d+) requests on (\d+) connections", err)
+    conns = (CLOSE_CHECK_CONNS + 1, CLOSE_CHECK_CONNS + 2)  # the last may not be accepted yet
+    if why is None and not m:
+        why = f"no request count at exit: {err.strip()[-300:]}"
+    elif why is None and not (sure <= int(m.group(1)) <= sent and int(m.group(2)) in conns):
+        why = (f"freed connections counted {m.group(1)} requests on {m.group(2)} connections, "
+               f"not {sure}-{sent} on {conns[0]}-{conns[1]}")
+    return why
+
+
+def offload_rows(cells, systems, conns_list):
+    rows = []
+    for conns in conns_list:
+        for s in systems:
+            st = cells.get(s, {}).get(str(conns))
+            if st and st.get("failed"):
+                rows.append([conns, f"`{s}`", "**failed**", fmt_cell_failed(st["failed"])] +
+                            ["-"] * 3 + ["" if s == b else "-" for b in OFFLOAD_BASELINES])
+                continue
+            if not st or not st.get("rps"):
+                continue
+            rps = st["rps"]
+            half = (rps["max"] - rps["min"]) / 2 / rps["median"] * 100 if rps["median"] else 0
+            cpu = st.get("server_cpu_pct")
+            rows.append([conns, f"`{s}`", fmt_rps(rps["median"]),
+                         f"{fmt_rps(rps['min'])}-{fmt_rps(rps['max'])} (±{half:.0f}%)",
+                         fmt_us(st["p50_us"]["median"] if st.get("p50_us") else None),
+                         fmt_us(st["p99_us"]["median"] if st.get("p99_us") else None),
+                         f"{cpu['median']:.0f}%" if cpu else "-"] +
+                        [fmt_x(ratio(rps["median"], med(cells, b, conns, "rps")))
+                         if s != b else "" for b in OFFLOAD_BASELINES])
+    return rows
+
+
+def offload_section(summary, img_prefix, level):
+    cells, meta = summary.get("offload_cells") or {}, summary["meta"]
+    systems = [s for s in meta["systems"] if s in cells]
+    if not systems:
+        return []
+    off = meta.get("offload", {})
+    md = [f"{level}# Offload family: HTTP/1.1 keep-alive, the work on worker threads (wrk)", ""]
+    md.append(f"The same connection logic and wrk as above, but each complete request goes to "
+              f"a pool of {off.get('workers', '?')} worker threads (`bench/net/worker_pool.c`, "
+              f"the same code for every system; libuv-queue-work: libuv's own pool with "
+              f"UV_THREADPOOL_SIZE={off.get('workers', '?')}) that busy-loops "
+              f"{off.get('work_us', '?')} us per request on the clock, and the reply comes back "
+              "to the loop thread, which writes it: `evloop_submit`; a locked list and "
+              "`ev_async_send` (libev) or `uv_async_send` (libuv); `uv_queue_work`'s "
+              "after-work callback. One job per connection at a time. Loop thread on CPU "
+              f"{off.get('loop_cpu') or '(unpinned)'}, workers on CPU(s) "
+              f"{off.get('worker_cpus') or '(unpinned)'}. Before measuring, each server "
+              "passed the protocol check and a close-while-at-worker check (clients that "
+              "close, some with a reset, while their request is at a worker). Ratios: req/s "
+              "over `offload/libev`'s and `offload/libuv`'s.")
+    md.append("")
+    md += table(["conns", "system", "req/s", "min-max", "p50", "p99", "server CPU",
+                 "/ offload/libev", "/ offload/libuv"],
+                offload_rows(cells, systems, meta["conns"]))
+    md.append("")
+    if summary.get("offload_plot"):
+        md.append(f"![offload family]({img_prefix}{summary['offload_plot']})")
+        md.append("")
+    return md
+
+
+def offload_headline(summary):
+    cells, meta = summary.get("offload_cells") or {}, summary["meta"]
+    lines = []
+    for s in meta["systems"]:
+        if s in OFFLOAD_BASELINES or s not in cells:
+            continue
+        parts = []
+        for conns in meta["conns"]:
+            if cell_failed(cells, s, conns):
+                parts.append(f"c={conns}: FAILED ({fmt_cell_failed(cell_failed(cells, s, conns))})")
+                continue
+            parts.append(f"c={conns}: " + " / ".join(
+                fmt_x(ratio(med(cells, s, conns, "rps"), med(cells, b, conns, "rps")))
+                for b in OFFLOAD_BASELINES))
+        lines.append(f"  {s:26s} {'   '.join(parts)}")
+    return lines
+
+
+def make_offload_plot(summary, outdir):
+    """plots/net_offload.png; its path relative to outdir, or None."""
+    cells, meta = summary.get("offload_cells") or {}, summary["meta"]
+    systems = [s for s in meta["systems"] if s in cells]
+    if not systems:
+        return None
+    plt = import_pyplot()
+    if not plt:
+        return None
+    os.makedirs(os.path.join(outdir, "plots"), exist_ok=True)
+    off = meta.get("offload", {})
+    conns_list = meta["conns"]
+    bars(plt, cells, systems, [str(c) for c in conns_list],
+         [f"{c} connections" for c in conns_list],
+         ("requests per second", "offload: HTTP keep-alive, replies posted by workers "
+          "(higher is better)", "wrk latency: p50 (solid) and p99 (pale), lower is better",
+          f"offload family, {off.get('workers', '?')} workers x {off.get('work_us', '?')} us "
+          f"per request, {meta['rounds']} rounds x {meta['duration']} s"),
+         os.path.join(outdir, "plots", "net_offload.png"))
+    return "plots/net_offload.png"
+
+
 # ---------------------------------------------------------------- main
 
 def wrk_version():
@@ -877,7 +1102,8 @@ def main():
     ap.add_argument("--duration", type=int, help="seconds per wrk run (default 3, quick 1)")
     ap.add_argument("--conns", default="10,200,1000", help="HTTP: connection counts")
     ap.add_argument("--families", default="http",
-                    help="http (wrk against the HTTP servers) and/or echo (echo_client against "
+                    help="http (wrk against the HTTP servers), offload (wrk against the offload "
+                         "servers: workers post the replies back) and/or echo (echo_client against "
                          "the same servers with --echo): default http")
     ap.add_argument("--echo-conns", default="1,100", help="echo: connection counts")
     ap.add_argument("--echo-sizes", default="1,4096", help="echo: message sizes, bytes")
@@ -899,6 +1125,13 @@ def main():
     ap.add_argument("--wrk-timeout", type=int, default=2,
                     help="seconds after which wrk counts a request as timed out (default 2); "
                          "a run with a timeout fails")
+    ap.add_argument("--offload-workers", type=int, default=2,
+                    help="offload: worker threads per server (default 2)")
+    ap.add_argument("--offload-work-us", type=int, default=2,
+                    help="offload: busy work per request on a worker, us (default 2)")
+    ap.add_argument("--offload-worker-cpus",
+                    help="offload: the workers' CPUs, a taskset list (default: the server's "
+                         "CPU, beside the loop thread)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--out", help="results folder (default bench/results/net, or "
@@ -916,11 +1149,13 @@ def main():
         # From the runs again, so a file from before failed runs were told apart reads as now.
         meta, runs = summary["meta"], summary["runs"]
         summary["cells"], summary["echo_cells"] = summarize(runs), summarize(runs, "echo")
+        summary["offload_cells"] = summarize(runs, "offload")
         summary["targets"] = (evaluate_targets(summary["cells"], meta["conns"])
                               if "http" in meta.get("families", ["http"]) else [])
     else:
         summary = measure(args, mode)
     summary["plot"] = make_plot(summary, outdir)
+    summary["offload_plot"] = make_offload_plot(summary, outdir)
     with open(os.path.join(outdir, "net.json"), "w") as f:
         json.dump(summary, f, indent=1)
     report = os.path.join(outdir, "report.md")
@@ -928,6 +1163,9 @@ def main():
         f.write("\n".join(["# evloop network family", ""] + section(summary, "", "##")))
     print("\nreq/s, evloop / libev and evloop / libuv (medians):")
     print("\n".join(headline(summary)))
+    if summary.get("offload_cells"):
+        print("offload family, req/s over offload/libev and offload/libuv (medians):")
+        print("\n".join(offload_headline(summary)))
     missed = [t for t in summary["targets"] if t["met"] is False]
     failing = sum(1 for t in summary["targets"] if t.get("failed"))
     print(f"targets: {sum(1 for t in summary['targets'] if t['met'])} met, {len(missed)} "
@@ -953,18 +1191,21 @@ def measure(args, mode):
     duration = args.duration or mode["duration"]
     conns_list = [int(c) for c in args.conns.split(",") if c]
     families = [f for f in args.families.split(",") if f]
-    if set(families) - {"http", "echo"}:
-        sys.exit("--families: http and/or echo")
+    if set(families) - {"http", "echo", "offload"}:
+        sys.exit("--families: http, offload and/or echo")
     if "echo" in families and not os.access(os.path.join(build, ECHO_CLIENT), os.X_OK):
         print(f"note: no {ECHO_CLIENT} in {build}; no echo family", flush=True)
         families.remove("echo")
     echo_conns = [int(c) for c in args.echo_conns.split(",") if c]
     echo_sizes = [int(c) for c in args.echo_sizes.split(",") if c]
     cases = [{"family": "http", "conns": c} for c in conns_list] if "http" in families else []
+    if "offload" in families:
+        cases += [{"family": "offload", "conns": c} for c in conns_list]
     if "echo" in families:
         cases += [{"family": "echo", "conns": c, "size": z} for z in echo_sizes
                   for c in echo_conns]
-    systems = available_systems(build, [s for s in args.systems.split(",") if s])
+    systems = available_systems(build, [s for s in args.systems.split(",")
+                                         if s and any(runs_case(s, c) for c in cases)])
     if not systems:
         sys.exit(f"no network servers in {build}: build the target net_servers "
                  "(cmake --build BUILD --target net_servers)")
@@ -972,6 +1213,8 @@ def measure(args, mode):
         sys.exit("no wrk in PATH (Debian: apt-get install wrk)")
     nofile = raise_fd_limit(max(c["conns"] for c in cases) * 2 + 256)
     pins = pinning(args.server_cpu, args.client_cpu)
+    OFFLOAD.update(workers=args.offload_workers, work_us=args.offload_work_us,
+                   worker_cpus=args.offload_worker_cpus)
     command = os.environ.get("EVLOOP_NET_COMMAND") or " ".join(
         [os.path.relpath(sys.argv[0])] + sys.argv[1:])
     print(f"network family: {len(systems)} systems x {len(cases)} cases "
@@ -984,6 +1227,11 @@ def measure(args, mode):
         if why:
             print(f"  {s}: protocol check failed: {why}; not measured", flush=True)
             dead[s] = "protocol check: " + why
+            continue
+        why = check_offload_close(build, s, args.port, pins) if is_offload(s) else None
+        if why:
+            print(f"  {s}: close-while-at-worker check failed: {why}; not measured", flush=True)
+            dead[s] = "close-while-at-worker check: " + why
     if len(dead) == len(systems):
         sys.exit("no server passed the protocol check")
     patience = Patience(args.quiet_wait if args.quiet_wait is not None else mode["quiet_wait"],
@@ -995,17 +1243,22 @@ def measure(args, mode):
     dead.update(dead2)
     cells = summarize(runs)
     echo_cells = summarize(runs, "echo")
+    offload_cells = summarize(runs, "offload")
     # "evloop-arena/io_uring readiness 127.0.0.1:18380" -> without the address.
     servers = {r["system"]: r["server"].rsplit(" ", 1)[0] for r in runs if r.get("server")}
     meta = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "elapsed_s": round(time.monotonic() - t0, 1), "command": command,
             "rounds": rounds, "duration": duration, "conns": conns_list,
             "families": families, "echo_conns": echo_conns, "echo_sizes": echo_sizes,
-            "systems": [s for s in systems if s not in dead or s in cells or s in echo_cells],
+            "systems": [s for s in systems if s not in dead or s in cells or s in echo_cells
+                        or s in offload_cells],
             "dead": dead, "servers": servers, "wrk": wrk_version(), "nofile": nofile,
             "wrk_threads": wrk["threads"], "wrk_timeout": wrk["timeout"],
             "pin_server": pins[0], "pin_client": pins[1]}
+    if "offload" in families:
+        meta["offload"] = offload_meta(pins)
     return {"meta": meta, "runs": runs, "cells": cells, "echo_cells": echo_cells,
+            "offload_cells": offload_cells,
             "targets": evaluate_targets(cells, conns_list) if "http" in families else []}
 
 

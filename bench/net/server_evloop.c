@@ -106,6 +106,6 @@ static void finish(uint64_t *requests, uint64_t *conns)
 
 int main(int argc, char **argv)
 {
-    static const struct evloop_glue glue = {"readiness", start, finish};
+    static const struct evloop_glue glue = {.kind = "readiness", .start = start, .finish = finish};
     return evloop_server_main(argc, argv, &glue);
 }

@@ -168,6 +168,6 @@ static void finish(uint64_t *requests, uint64_t *conns)
 
 int main(int argc, char **argv)
 {
-    static const struct evloop_glue glue = {"ops", start, finish};
+    static const struct evloop_glue glue = {.kind = "ops", .start = start, .finish = finish};
     return evloop_server_main(argc, argv, &glue);
 }
