@@ -125,8 +125,14 @@ const Family kFamilies[] = {
      }},
 
     // The flood: one producer submits 100,000 tasks back to back per iteration, then spins
-    // until all ran. One op = one task. kit/kernels/submit_flood.cpp
-    {"PingPong", [] { add_for_targets("PingPong", 0); }},
+    // until all ran. One op = one task. Shapes: the default (the loop counts the tasks and
+    // sets one flag at the end) and shared (each task stores a counter the producer polls
+    // after its last submit: PingPong/target/shared). kit/kernels/submit_flood.cpp
+    {"PingPong",
+     [] {
+         add_for_targets("PingPong", 0);
+         add_for_targets("PingPong", 0, false, make_params("shared", 0));
+     }},
 
     // One task at a time, the producer waiting for it to run before the next, hot / cold /
     // blocking; one op = one round trip, with p50 / p99. The floors run too. The cold gap

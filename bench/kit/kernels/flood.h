@@ -5,6 +5,7 @@
 #ifndef BENCH_KERNELS_FLOOD_H
 #define BENCH_KERNELS_FLOOD_H
 
+#include <atomic>
 #include <vector>
 
 #include "kernel.h"
@@ -20,8 +21,11 @@ class Flood : public Kernel
     // (batch 1, or a system without one: one submit per task); the producer then waits
     // for the last one by spinning (its own wake-up never enters the figure) or, where
     // more threads than cores are busy, by spinning a while then sleeping.
+    // shared: each task stores a counter the producer polls after its last submit (the
+    // shape of a harness whose tasks count into a shared word), instead of a count of the
+    // loop thread's own and one flag at the end.
     Flood(const Target &t, uint64_t tasks, uint64_t batch, double warm_up_s,
-          Wait wait = Wait::spin);
+          Wait wait = Wait::spin, bool shared = false);
     Loop &loop() override
     {
         return loop_;
@@ -35,7 +39,13 @@ class Flood : public Kernel
     bool flood();
     bool submit_all();
 
+    // The shared shape's counter: stored by the loop thread, polled by the producer.
+    static void shared_task(void *arg);
+    bool wait_shared();
+
     Countdown cd_; // declared before the loop, so it outlives every task
+    alignas(64) std::atomic<uint64_t> shared_ran_{0};
+    bool shared_;
     Loop loop_;
     uint64_t tasks_, batch_;
     std::vector<bench_task> batch_tasks_; // batch_ copies of (Countdown::task, &cd_)
