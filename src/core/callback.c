@@ -13,7 +13,7 @@ bool evloop__microtasks_pending(evloop *loop)
 /* Runs a chunk of microtasks queued from other threads; false when none was ready. */
 static bool run_remote_microtasks(evloop *loop, unsigned *budget)
 {
-    struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
+    struct evloop_task batch[EVLOOP__DRAIN_CHUNK];
     size_t want = *budget < EVLOOP__DRAIN_CHUNK ? *budget : EVLOOP__DRAIN_CHUNK;
     size_t n = evloop__ingress_drain(loop->remote_micro, batch, want);
     for (size_t i = 0; i < n; i++)
@@ -27,7 +27,7 @@ void evloop__drain_microtasks(evloop *loop)
     if (!evloop__microtasks_pending(loop))
         return;
     unsigned budget = MICROTASK_BUDGET;
-    struct evloop__task t;
+    struct evloop_task t;
     while (budget > 0) {
         if (evloop__taskq_pop(&loop->micro, &t)) {
             t.cb(t.arg);
@@ -42,7 +42,7 @@ void evloop__drain_microtasks(evloop *loop)
 /* After every task, the microtasks it queued; microtasks from other threads arrive at
  * no particular moment, so they are looked for once per batch: that check reads shared
  * queue words, the per-task one only the loop's own queue. */
-void evloop__run_tasks(evloop *loop, const struct evloop__task *tasks, size_t n)
+void evloop__run_tasks(evloop *loop, const struct evloop_task *tasks, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         tasks[i].cb(tasks[i].arg);

@@ -8,7 +8,7 @@
 
 #include "state.h"
 
-void evloop__run_tasks(evloop *loop, const struct evloop__task *tasks, size_t n);
+void evloop__run_tasks(evloop *loop, const struct evloop_task *tasks, size_t n);
 void evloop__drain_microtasks(evloop *loop);
 bool evloop__microtasks_pending(evloop *loop);
 

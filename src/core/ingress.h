@@ -33,11 +33,6 @@
 #include "barrier.h"
 #include "evloop.h"
 
-struct evloop__task {
-    evloop_cb cb;
-    void *arg;
-};
-
 struct evloop__ingress;
 
 /* capacity: tasks the queue holds without allocating (rounded up as the variant needs).
@@ -58,7 +53,7 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_ta
 
 /* Moves up to max tasks into out; returns how many. Each producer's tasks come oldest
  * first. May return 0 while _is_empty() is false (a publication not visible yet). */
-size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out, size_t max);
+size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop_task *out, size_t max);
 
 /* True when every push published before the consumer's last heavy barrier (or fence) has
  * been drained, and nothing newer is visible. Arena: false also when it just took a lane

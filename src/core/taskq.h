@@ -12,7 +12,7 @@
 #include "ingress.h"
 
 struct evloop__taskq {
-    struct evloop__task *buf;
+    struct evloop_task *buf;
     uint32_t mask; /* capacity - 1; capacity is a power of two */
     uint32_t head, tail;
 };
@@ -47,7 +47,7 @@ static inline int evloop__taskq_grow(struct evloop__taskq *q)
     uint32_t cap = q->mask + 1, count = evloop__taskq_count(q);
     if (cap > UINT32_MAX / 2)
         return -ENOMEM;
-    struct evloop__task *buf = malloc(2 * (size_t)cap * sizeof(*buf));
+    struct evloop_task *buf = malloc(2 * (size_t)cap * sizeof(*buf));
     if (!buf)
         return -ENOMEM;
     for (uint32_t i = 0; i < count; i++)
@@ -67,7 +67,7 @@ static inline int evloop__taskq_push(struct evloop__taskq *q, evloop_cb cb, void
         if (r < 0)
             return r;
     }
-    q->buf[q->tail++ & q->mask] = (struct evloop__task){cb, arg};
+    q->buf[q->tail++ & q->mask] = (struct evloop_task){cb, arg};
     return 0;
 }
 
@@ -77,7 +77,7 @@ static inline void evloop__taskq_truncate(struct evloop__taskq *q, uint32_t coun
     q->tail = q->head + count;
 }
 
-static inline bool evloop__taskq_pop(struct evloop__taskq *q, struct evloop__task *out)
+static inline bool evloop__taskq_pop(struct evloop__taskq *q, struct evloop_task *out)
 {
     if (q->head == q->tail)
         return false;

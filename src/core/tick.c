@@ -25,7 +25,7 @@
 /* Runs what is in a loop-thread queue now; what those tasks submit waits a tick. */
 static void run_taskq(evloop *loop, struct evloop__taskq *q)
 {
-    struct evloop__task t;
+    struct evloop_task t;
     for (uint32_t n = evloop__taskq_count(q); n > 0 && evloop__taskq_pop(q, &t); n--)
         evloop__run_tasks(loop, &t, 1);
 }
@@ -33,7 +33,7 @@ static void run_taskq(evloop *loop, struct evloop__taskq *q)
 static void run_internal(evloop *loop)
 {
     run_taskq(loop, &loop->local_internal);
-    struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
+    struct evloop_task batch[EVLOOP__DRAIN_CHUNK];
     size_t n;
     while ((n = evloop__ingress_drain(loop->internal, batch, EVLOOP__DRAIN_CHUNK)) > 0)
         evloop__run_tasks(loop, batch, n);
@@ -99,7 +99,7 @@ static void fence_if_wanted(evloop *loop)
 
 static void drain_ingress(evloop *loop)
 {
-    struct evloop__task batch[EVLOOP__DRAIN_CHUNK];
+    struct evloop_task batch[EVLOOP__DRAIN_CHUNK];
     unsigned done = 0, budget = atomic_load_explicit(&loop->budget, memory_order_relaxed);
     bool waited = false;
     while (done < budget) {

@@ -205,7 +205,7 @@ static uint64_t next_period(const struct evloop__timer *t, uint64_t now)
 }
 
 /* Under timer_lock: takes the due timer at the top, if any, re-arming an interval one. */
-static bool pop_due(evloop *loop, struct evloop__task *out)
+static bool pop_due(evloop *loop, struct evloop_task *out)
 {
     if (loop->heap_len == 0)
         return false;
@@ -213,7 +213,7 @@ static bool pop_due(evloop *loop, struct evloop__task *out)
     struct evloop__timer *t = &loop->timers[slot];
     if (t->deadline > loop->now)
         return false;
-    *out = (struct evloop__task){t->cb, t->arg};
+    *out = (struct evloop_task){t->cb, t->arg};
     if (t->interval) {
         t->deadline = next_period(t, loop->now);
         sift_down(loop, 0);
@@ -230,7 +230,7 @@ void evloop__run_timers(evloop *loop)
     if (atomic_load_explicit(&loop->next_deadline, memory_order_relaxed) > loop->now)
         return;
     for (;;) {
-        struct evloop__task t;
+        struct evloop_task t;
         pthread_mutex_lock(&loop->timer_lock);
         bool due = pop_due(loop, &t);
         pthread_mutex_unlock(&loop->timer_lock);

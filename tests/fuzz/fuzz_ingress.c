@@ -33,7 +33,7 @@ static void die(const char *what, size_t a, size_t b)
 
 static size_t drain_and_check(struct evloop__ingress *q, size_t max)
 {
-    struct evloop__task out[256];
+    struct evloop_task out[256];
     if (max > 256)
         max = 256;
     size_t n = evloop__ingress_drain(q, out, max);
@@ -120,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             die("final drain stuck", m_tail - m_head, 0);
     if (!evloop__ingress_is_empty(q))
         die("not empty after everything was drained", 0, 0);
-    struct evloop__task spare[4];
+    struct evloop_task spare[4];
     if (evloop__ingress_drain(q, spare, 4) != 0)
         die("drained from an empty queue", 1, 0);
     evloop__ingress_free(q);

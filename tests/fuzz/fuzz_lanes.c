@@ -131,7 +131,7 @@ static void push(struct worker *w, unsigned n, bool closed)
 
 static size_t drain(size_t max)
 {
-    struct evloop__task out[256];
+    struct evloop_task out[256];
     if (max > 256)
         max = 256;
     size_t n = evloop__ingress_drain(g_q, out, max);

@@ -64,7 +64,7 @@ enum { OFF_LIST, ACTIVE, PROBATION, HANDED }; /* lane.state: where the consumer 
 
 struct seg {
     struct seg *next; /* set before the tail store that covers its first task */
-    struct evloop__task tasks[SEG_TASKS];
+    struct evloop_task tasks[SEG_TASKS];
 };
 
 struct lane {
@@ -406,7 +406,7 @@ static inline void put_task(struct lane *l, struct seg **spare, evloop_cb cb, vo
         l->pseg = s;
         l->ppos = 0;
     }
-    l->pseg->tasks[l->ppos++] = (struct evloop__task){cb, arg};
+    l->pseg->tasks[l->ppos++] = (struct evloop_task){cb, arg};
 }
 
 /* The lane is busy while it publishes; a closed queue refuses (see the file header). */
@@ -726,7 +726,7 @@ static enum recheck recheck(struct evloop__ingress *q, struct lane *l)
 }
 
 /* Copies up to max of the lane's published tasks into out. */
-static size_t drain_lane(struct evloop__ingress *q, struct lane *l, struct evloop__task *out,
+static size_t drain_lane(struct evloop__ingress *q, struct lane *l, struct evloop_task *out,
                          size_t max)
 {
     /* acquire: pairs with the release of tail in end_push(). */
@@ -745,7 +745,7 @@ static size_t drain_lane(struct evloop__ingress *q, struct lane *l, struct evloo
     return n;
 }
 
-size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out, size_t max)
+size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop_task *out, size_t max)
 {
     take_announced(q);
     size_t n = 0;

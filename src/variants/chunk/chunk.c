@@ -23,7 +23,7 @@
 struct chunk {
     struct chunk *next;
     uint32_t count;
-    struct evloop__task tasks[CHUNK_TASKS];
+    struct evloop_task tasks[CHUNK_TASKS];
 };
 
 struct evloop__ingress {
@@ -158,7 +158,7 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_ta
     for (size_t i = 0; i < n; i++) {
         if (c->count == CHUNK_TASKS)
             c = c->next;
-        c->tasks[c->count++] = (struct evloop__task){tasks[i].cb, tasks[i].arg};
+        c->tasks[c->count++] = tasks[i];
     }
     /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
     atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + n,
@@ -180,7 +180,7 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
         pthread_mutex_unlock(&q->mu);
         return -ENOMEM;
     }
-    c->tasks[c->count++] = (struct evloop__task){cb, arg};
+    c->tasks[c->count++] = (struct evloop_task){cb, arg};
     /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
     atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + 1,
                           memory_order_relaxed);
@@ -206,7 +206,7 @@ static void take_list(struct evloop__ingress *q)
     pthread_mutex_unlock(&q->mu);
 }
 
-size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop__task *out, size_t max)
+size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop_task *out, size_t max)
 {
     size_t n = 0;
     while (n < max) {
