@@ -557,31 +557,42 @@ def table(head, rows):
     return lines
 
 
+def rps_row(cells, s, conns, baselines, is_own):
+    """The table row of system s at a connection count, with its req/s over each baseline's
+    ("" where is_own(s, b)), and whether the cell failed; (None, False) when it has no
+    figure."""
+    st = cells.get(s, {}).get(str(conns))
+    if st and st.get("failed"):
+        return ([conns, f"`{s}`", "**failed**", fmt_cell_failed(st["failed"])] + ["-"] * 3 +
+                ["" if is_own(s, b) else "-" for b in baselines]), True
+    if not st or not st.get("rps"):
+        return None, False
+    rps = st["rps"]
+    half = (rps["max"] - rps["min"]) / 2 / rps["median"] * 100 if rps["median"] else 0
+    cpu = st.get("server_cpu_pct")
+    return ([conns, f"`{s}`", fmt_rps(rps["median"]),
+             f"{fmt_rps(rps['min'])}-{fmt_rps(rps['max'])} (±{half:.0f}%)",
+             fmt_us(st["p50_us"]["median"] if st.get("p50_us") else None),
+             fmt_us(st["p99_us"]["median"] if st.get("p99_us") else None),
+             f"{cpu['median']:.0f}%" if cpu else "-"] +
+            [fmt_x(ratio(rps["median"], med(cells, b, conns, "rps")))
+             if not is_own(s, b) else "" for b in baselines]), False
+
+
 def results_rows(cells, systems, conns_list):
     rows = []
     for conns in conns_list:
         for s in systems:
-            st = cells.get(s, {}).get(str(conns))
-            if st and st.get("failed"):
-                rows.append([conns, f"`{s}`", "**failed**", fmt_cell_failed(st["failed"])] +
-                            ["-"] * 3 + ["" if s.startswith(b) else "-" for b in BASELINES] +
-                            ["" if s == "libuv" else "-"])
+            row, failed = rps_row(cells, s, conns, BASELINES, str.startswith)
+            if row is None:
                 continue
-            if not st or not st.get("rps"):
-                continue
-            rps = st["rps"]
-            half = (rps["max"] - rps["min"]) / 2 / rps["median"] * 100 if rps["median"] else 0
-            cpu = st.get("server_cpu_pct")
-            cells_ratio = [fmt_x(ratio(rps["median"], med(cells, b, conns, "rps")))
-                           if not s.startswith(b) else "" for b in BASELINES]
-            rows.append([conns, f"`{s}`", fmt_rps(rps["median"]),
-                         f"{fmt_rps(rps['min'])}-{fmt_rps(rps['max'])} (±{half:.0f}%)",
-                         fmt_us(st["p50_us"]["median"] if st.get("p50_us") else None),
-                         fmt_us(st["p99_us"]["median"] if st.get("p99_us") else None),
-                         f"{cpu['median']:.0f}%" if cpu else "-"] + cells_ratio +
-                        [fmt_x(ratio(med(cells, s, conns, "p99_us"),
-                                     med(cells, "libuv", conns, "p99_us")))
-                         if s != "libuv" else ""])
+            if failed:
+                row.append("" if s == "libuv" else "-")
+            else:
+                row.append(fmt_x(ratio(med(cells, s, conns, "p99_us"),
+                                       med(cells, "libuv", conns, "p99_us")))
+                           if s != "libuv" else "")
+            rows.append(row)
     return rows
 
 
@@ -708,12 +719,12 @@ def http_tables(summary, img_prefix, level):
     return md
 
 
-def headline(summary):
-    """Text lines: the evloop systems' req/s ratios to libev and libuv per connection count."""
-    cells, meta = summary["cells"], summary["meta"]
+def ratio_lines(cells, meta, baselines, label):
+    """Text lines: each measured system's req/s over each baseline's per connection count,
+    after label(system)."""
     lines = []
     for s in meta["systems"]:
-        if s in BASELINES or s not in cells:
+        if s in baselines or s not in cells:
             continue
         parts = []
         for conns in meta["conns"]:
@@ -722,9 +733,15 @@ def headline(summary):
                 continue
             parts.append(f"c={conns}: " + " / ".join(
                 fmt_x(ratio(med(cells, s, conns, "rps"), med(cells, b, conns, "rps")))
-                for b in BASELINES))
-        lines.append(f"  {s:20s} (vs libev / libuv) " + "   ".join(parts))
+                for b in baselines))
+        lines.append(label(s) + "   ".join(parts))
     return lines
+
+
+def headline(summary):
+    """Text lines: the evloop systems' req/s ratios to libev and libuv per connection count."""
+    return ratio_lines(summary["cells"], summary["meta"], BASELINES,
+                       lambda s: f"  {s:20s} (vs libev / libuv) ")
 
 
 def import_pyplot():
@@ -987,23 +1004,9 @@ def offload_rows(cells, systems, conns_list):
     rows = []
     for conns in conns_list:
         for s in systems:
-            st = cells.get(s, {}).get(str(conns))
-            if st and st.get("failed"):
-                rows.append([conns, f"`{s}`", "**failed**", fmt_cell_failed(st["failed"])] +
-                            ["-"] * 3 + ["" if s == b else "-" for b in OFFLOAD_BASELINES])
-                continue
-            if not st or not st.get("rps"):
-                continue
-            rps = st["rps"]
-            half = (rps["max"] - rps["min"]) / 2 / rps["median"] * 100 if rps["median"] else 0
-            cpu = st.get("server_cpu_pct")
-            rows.append([conns, f"`{s}`", fmt_rps(rps["median"]),
-                         f"{fmt_rps(rps['min'])}-{fmt_rps(rps['max'])} (±{half:.0f}%)",
-                         fmt_us(st["p50_us"]["median"] if st.get("p50_us") else None),
-                         fmt_us(st["p99_us"]["median"] if st.get("p99_us") else None),
-                         f"{cpu['median']:.0f}%" if cpu else "-"] +
-                        [fmt_x(ratio(rps["median"], med(cells, b, conns, "rps")))
-                         if s != b else "" for b in OFFLOAD_BASELINES])
+            row, _ = rps_row(cells, s, conns, OFFLOAD_BASELINES, lambda s, b: s == b)
+            if row is not None:
+                rows.append(row)
     return rows
 
 
@@ -1039,21 +1042,8 @@ def offload_section(summary, img_prefix, level):
 
 
 def offload_headline(summary):
-    cells, meta = summary.get("offload_cells") or {}, summary["meta"]
-    lines = []
-    for s in meta["systems"]:
-        if s in OFFLOAD_BASELINES or s not in cells:
-            continue
-        parts = []
-        for conns in meta["conns"]:
-            if cell_failed(cells, s, conns):
-                parts.append(f"c={conns}: FAILED ({fmt_cell_failed(cell_failed(cells, s, conns))})")
-                continue
-            parts.append(f"c={conns}: " + " / ".join(
-                fmt_x(ratio(med(cells, s, conns, "rps"), med(cells, b, conns, "rps")))
-                for b in OFFLOAD_BASELINES))
-        lines.append(f"  {s:26s} {'   '.join(parts)}")
-    return lines
+    return ratio_lines(summary.get("offload_cells") or {}, summary["meta"], OFFLOAD_BASELINES,
+                       lambda s: f"  {s:26s} ")
 
 
 def make_offload_plot(summary, outdir):

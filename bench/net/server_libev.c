@@ -1,101 +1,116 @@
 /* server_libev: the network family's HTTP/1.1 server on libev (ev_io on the default loop,
- * epoll on Linux), the same glue as server_evloop.c around http_conn: accept until EAGAIN,
- * read until EAGAIN, write the responses, watch for writability only while output is
- * pending (ev_io_stop / ev_io_set / ev_io_start, as libev asks). SIGTERM/SIGINT: ev_signal,
- * ev_break. */
+ * epoll on Linux): ready_conn's connection handling, as server_evloop.c's, on ev_io watchers
+ * (ev_io_stop / ev_io_set / ev_io_start to change what one watches, as libev asks).
+ * SIGTERM/SIGINT: ev_signal, ev_break. Built twice:
+ *   net_server_libev (NET_OFFLOAD 0): the requests are answered at once;
+ *   net_server_libev_offload (NET_OFFLOAD 1): as libev users hand results back to the loop,
+ *     a worker of worker_pool.c appends the finished job to a locked list and calls
+ *     ev_async_send; the ev_async callback, on the loop thread, takes the whole list and
+ *     writes each job's responses. */
 #include <ev.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "conn_table.h"
-#include "http_conn.h"
 #include "net_util.h"
+#include "ready_conn.h"
 
-struct conn {
-    ev_io w; /* first: the callback gets &w */
-    struct http_conn http;
-};
+#ifndef NET_OFFLOAD
+#define NET_OFFLOAD 0
+#endif
+
+static const char *const WHAT = NET_OFFLOAD ? "libev ev_io+ev_async offload" : "libev ev_io";
+static const char *const WHO = NET_OFFLOAD ? "server_libev_offload" : "server_libev";
 
 static struct ev_loop *g_loop;
-static struct conn_table g_conns;
-static uint64_t g_requests, g_accepted;
 
-static void free_conn(void *arg)
+static ev_io *watcher_of(struct ready_conn *c)
 {
-    struct conn *c = arg;
-    g_requests += c->http.requests;
-    close(c->w.fd);
-    http_conn_free(&c->http);
-    free(c);
-}
-
-static void stop_and_free_conn(void *arg)
-{
-    struct conn *c = arg;
-    ev_io_stop(g_loop, &c->w);
-    free_conn(c);
-}
-
-static void close_conn(struct ev_loop *loop, struct conn *c)
-{
-    conn_table_drop(&g_conns, c->w.fd);
-    stop_and_free_conn(c);
+    return (ev_io *)c->watcher;
 }
 
 static void on_conn(struct ev_loop *loop, ev_io *w, int revents)
 {
-    struct conn *c = (struct conn *)w;
-    if (revents & EV_READ) {
-        if (http_conn_read(&c->http, w->fd) <= 0) {
-            close_conn(loop, c);
-            return;
-        }
-    }
-    long left = http_conn_flush(&c->http, w->fd);
-    if (left < 0) {
-        close_conn(loop, c);
-        return;
-    }
-    int want = (http_conn_wants_input(&c->http) ? EV_READ : 0) | (left > 0 ? EV_WRITE : 0);
-    if (want != (w->events & (EV_READ | EV_WRITE))) {
-        ev_io_stop(loop, w);
-        ev_io_set(w, w->fd, want);
-        ev_io_start(loop, w);
-    }
+    ready_conn_event(ready_conn_of_watcher(w), revents & EV_READ);
+}
+
+static int add_conn(struct ready_conn *c)
+{
+    ev_io_init(watcher_of(c), on_conn, c->fd, EV_READ);
+    ev_io_start(g_loop, watcher_of(c));
+    return 0;
+}
+
+static int modify_conn(struct ready_conn *c, unsigned want)
+{
+    ev_io *w = watcher_of(c);
+    ev_io_stop(g_loop, w);
+    ev_io_set(w, w->fd, (want & READY_IN ? EV_READ : 0) | (want & READY_OUT ? EV_WRITE : 0));
+    ev_io_start(g_loop, w);
+    return 0;
+}
+
+static void remove_conn(struct ready_conn *c)
+{
+    ev_io_stop(g_loop, watcher_of(c));
 }
 
 static void on_listener(struct ev_loop *loop, ev_io *w, int revents)
 {
-    for (;;) {
-        int fd = net_accept(w->fd);
-        if (fd < 0) {
-            static bool warned;
-            if (fd != -EAGAIN && !warned)
-                fprintf(stderr, "server_libev: accept: %s\n", strerror(-fd));
-            warned |= fd != -EAGAIN;
-            return;
-        }
-        struct conn *c = malloc(sizeof(*c));
-        if (!c || conn_table_put(&g_conns, fd, c) < 0) {
-            free(c);
-            close(fd);
-            continue;
-        }
-        http_conn_init(&c->http);
-        g_accepted++;
-        ev_io_init(&c->w, on_conn, fd, EV_READ);
-        ev_io_start(loop, &c->w);
-    }
+    ready_conns_accept(w->fd);
 }
 
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
     ev_break(loop, EVBREAK_ALL);
 }
+
+#if NET_OFFLOAD
+static ev_async g_async;
+static struct reply_list g_replies;
+
+static void on_async(struct ev_loop *loop, ev_async *w, int revents)
+{
+    for (struct offload_job *job = reply_list_take(&g_replies), *next; job; job = next) {
+        next = job->next;
+        ready_conn_job_back(ready_conn_of_job(job));
+    }
+}
+
+/* On a worker thread. */
+static void post_reply(struct offload_job *job, void *ctx)
+{
+    reply_list_push(&g_replies, job);
+    ev_async_send(g_loop, &g_async);
+}
+
+/* The async watcher, then the workers (after the signal watchers: where libev reads signals
+ * with a signalfd it blocks them in the thread that starts the watcher, and the workers
+ * must inherit that mask). Returns 0 or a negative errno. */
+static int start_offload(const struct net_opts *o)
+{
+    reply_list_init(&g_replies);
+    ev_async_init(&g_async, on_async);
+    ev_async_start(g_loop, &g_async);
+    return ready_conns_offload(o, post_reply);
+}
+
+static void free_offload(void)
+{
+    ev_async_stop(g_loop, &g_async);
+    reply_list_destroy(&g_replies);
+}
+#else
+static int start_offload(const struct net_opts *o)
+{
+    return 0;
+}
+
+static void free_offload(void)
+{
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -105,30 +120,46 @@ int main(int argc, char **argv)
     struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
     g_loop = loop;
     if (!loop) {
-        fprintf(stderr, "server_libev: ev_default_loop failed\n");
+        fprintf(stderr, "%s: ev_default_loop failed\n", WHO);
         return 1;
     }
-    int lfd = net_listen(o.port);
-    if (lfd < 0) {
-        fprintf(stderr, "server_libev: listen: %s\n", strerror(-lfd));
-        return 1;
-    }
-    ev_io listener;
-    ev_io_init(&listener, on_listener, lfd, EV_READ);
-    ev_io_start(loop, &listener);
+    static const struct ready_ops ops = {.watcher_size = sizeof(ev_io),
+                                         .add = add_conn,
+                                         .modify = modify_conn,
+                                         .remove = remove_conn};
+    ready_conns_init(&ops, WHO);
     ev_signal sigterm, sigint;
     ev_signal_init(&sigterm, on_signal, SIGTERM);
     ev_signal_init(&sigint, on_signal, SIGINT);
     ev_signal_start(loop, &sigterm);
     ev_signal_start(loop, &sigint);
+    int r = start_offload(&o);
+    if (r < 0) {
+        fprintf(stderr, "%s: workers: %s\n", WHO, strerror(-r));
+        return 1;
+    }
+    int lfd = net_listen(o.port);
+    if (lfd < 0) {
+        ready_conns_stop_workers();
+        fprintf(stderr, "%s: listen: %s\n", WHO, strerror(-lfd));
+        return 1;
+    }
+    ev_io listener;
+    ev_io_init(&listener, on_listener, lfd, EV_READ);
+    ev_io_start(loop, &listener);
 
-    net_ready("libev ev_io", net_local_port(lfd));
+    net_ready(WHAT, net_local_port(lfd));
     ev_run(loop, 0);
 
-    conn_table_close_all(&g_conns, stop_and_free_conn);
+    /* Offload: the workers finish what they hold (their replies land in the list, unread);
+     * then every connection, busy or not, is in the table. */
+    ready_conns_stop_workers();
+    uint64_t requests, conns;
+    ready_conns_close_all(true, &requests, &conns);
     ev_io_stop(loop, &listener);
+    free_offload();
     close(lfd);
     ev_loop_destroy(loop);
-    net_report("libev ev_io", g_requests, g_accepted);
+    net_report(WHAT, requests, conns);
     return 0;
 }

@@ -90,15 +90,22 @@ int worker_pool_start(struct worker_pool **out, unsigned workers, unsigned work_
     return 0;
 }
 
-void worker_pool_push(struct worker_pool *p, struct offload_job *job)
+/* Appends job to the intrusive FIFO head..tail (the caller holds its lock). */
+static void fifo_append(struct offload_job **head, struct offload_job **tail,
+                        struct offload_job *job)
 {
     job->next = NULL;
-    pthread_mutex_lock(&p->mu);
-    if (p->tail)
-        p->tail->next = job;
+    if (*tail)
+        (*tail)->next = job;
     else
-        p->head = job;
-    p->tail = job;
+        *head = job;
+    *tail = job;
+}
+
+void worker_pool_push(struct worker_pool *p, struct offload_job *job)
+{
+    pthread_mutex_lock(&p->mu);
+    fifo_append(&p->head, &p->tail, job);
     /* A busy worker takes the job when it is done with its own: wake one only if one is
      * waiting (pthread_cond_signal without a waiter costs no syscall, but a read of idle
      * under the lock we hold anyway is cheaper still). */
@@ -135,13 +142,8 @@ void reply_list_destroy(struct reply_list *l)
 
 void reply_list_push(struct reply_list *l, struct offload_job *job)
 {
-    job->next = NULL;
     pthread_mutex_lock(&l->mu);
-    if (l->tail)
-        l->tail->next = job;
-    else
-        l->head = job;
-    l->tail = job;
+    fifo_append(&l->head, &l->tail, job);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -210,5 +212,31 @@ int offload_start_threads(const struct net_opts *o, int (*start)(void *arg), voi
         r = start(arg);
     if (r == 0)
         r = pin_self(o->loop_cpus);
+    return r;
+}
+
+struct pool_start {
+    struct worker_pool **out;
+    const struct net_opts *o;
+    offload_post_fn post;
+    void *ctx;
+};
+
+static int start_pool(void *arg)
+{
+    struct pool_start *s = arg;
+    return worker_pool_start(s->out, s->o->workers, s->o->work_us, s->post, s->ctx);
+}
+
+int offload_start_pool(struct worker_pool **out, const struct net_opts *o, offload_post_fn post,
+                       void *ctx)
+{
+    *out = NULL;
+    struct pool_start s = {.out = out, .o = o, .post = post, .ctx = ctx};
+    int r = offload_start_threads(o, start_pool, &s);
+    if (r < 0) {
+        worker_pool_stop(*out);
+        *out = NULL;
+    }
     return r;
 }

@@ -64,4 +64,10 @@ struct offload_job *reply_list_take(struct reply_list *l);
  * pthread_setaffinity_np's -errno (then what start started is the caller's to stop). */
 int offload_start_threads(const struct net_opts *o, int (*start)(void *arg), void *arg);
 
+/* offload_start_threads with worker_pool_start as start: o->workers threads doing o->work_us
+ * us per request, placed as o says. Returns 0 and sets *out, or a negative errno (then
+ * nothing runs and *out is NULL). */
+int offload_start_pool(struct worker_pool **out, const struct net_opts *o, offload_post_fn post,
+                       void *ctx);
+
 #endif /* BENCH_NET_WORKER_POOL_H */
