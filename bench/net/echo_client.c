@@ -198,6 +198,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "echo_client: %s\n", strerror(-r));
         return 1;
     }
+    if (log.n == 0) { /* not one echo came back in the whole run: a failed run */
+        fprintf(stderr, "echo_client: no echo came back in %.1f s\n", elapsed);
+        return 1;
+    }
     qsort(log.ns, log.n, sizeof(*log.ns), cmp_u32);
     printf("messages %zu per_s %.1f p50_us %.2f p99_us %.2f\n", log.n, (double)log.n / elapsed,
            percentile_us(&log, 0.50), percentile_us(&log, 0.99));
