@@ -288,6 +288,12 @@ _NATIVE_HANDLES = _arena._aio_setup(events.Handle, events.TimerHandle, _callback
                                     _run_debug)
 
 
+# Whether the stdlib's _make_socket_transport first refuses an fd that a transport still uses
+# (3.12 on; read from its code, as patch releases may differ).
+_ENSURE_FD_NO_TRANSPORT = "_ensure_fd_no_transport" in (
+    asyncio.selector_events.BaseSelectorEventLoop._make_socket_transport.__code__.co_names)
+
+
 class _ReadyView:
     """``loop._ready``: the native ready queue, as far as the stdlib's code and tests use the
     deque it replaces (len, truth, iteration, append, popleft, clear)."""
@@ -364,6 +370,18 @@ else:
         from Python 3.13 on; before, it only derives from asyncio.Transport)."""
 
 
+_StdSocketTransport = asyncio.selector_events._SelectorSocketTransport
+_arena._aio_transport_setup(_StdSocketTransport.write)
+
+
+class _SocketTransport(_arena._AioStreamBase, _StdSocketTransport):  # type: ignore[misc]
+    """The stdlib's stream socket transport with its hot methods native
+    (``_AioStreamBase``, src/aio_transport.h): the read callbacks (recv and the protocol's
+    ``data_received`` or ``get_buffer``/``buffer_updated`` from C) and ``write``'s send-at-once
+    case; the rest, and every rare branch of those, is the stdlib's code on the same
+    attributes."""
+
+
 class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     """An asyncio event loop on evloop: asyncio's Unix selector event loop with its ready
     queue, timers and iteration native (``_AioCore``), evloop's poller and wait as its
@@ -413,6 +431,12 @@ class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[mis
             self._evloop_wake()
         except Error:
             pass  # closed or closing: nothing waits any more
+
+    def _make_socket_transport(self, sock: Any, protocol: Any, waiter: Any = None, *,
+                               extra: Any = None, server: Any = None) -> Any:
+        if _ENSURE_FD_NO_TRANSPORT:  # as the stdlib's method checks first
+            self._ensure_fd_no_transport(sock)
+        return _SocketTransport(self, sock, protocol, waiter, extra, server)
 
     def _make_datagram_transport(self, sock: Any, protocol: Any, address: Any = None,
                                  waiter: Any = None, extra: Any = None) -> Any:
