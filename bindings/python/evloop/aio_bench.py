@@ -16,6 +16,9 @@ Families (each a per-operation time, lower is better, except the echo and where 
   client, each waiting for its echo before sending again); messages per second;
   ``echo-{protocol,streams}-{1B,10KiB,100KiB}``: the same at other message sizes.
 
+``--loops`` also takes ``evloop-stdtransport``: evloop's loop with the stdlib's own socket
+transport in place of its native one (src/aio_transport.h), for a before/after in one run.
+
 Rounds interleave the loops (the order rotates each round); the report gives the median
 of the rounds with its spread and, for evloop, the ratio to uvloop and to asyncio with their
 absolute figures beside it.
@@ -43,6 +46,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 LOOPS = ("evloop", "uvloop", "asyncio")
 
+# Messages the last echo run exchanged (for tools that count per message themselves).
+last_echo_count = 0
+
 # The clock of the per-operation families: time.perf_counter, or time.process_time for
 # --clock cpu.
 _clock: Callable[[], float] = time.perf_counter
@@ -53,6 +59,13 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
         import evloop
 
         return evloop.new_event_loop
+    if name == "evloop-stdtransport":  # for A/B runs: evloop with the stdlib's socket transport
+        import evloop
+
+        class StdTransportLoop(evloop.EventLoop):
+            _make_socket_transport = asyncio.SelectorEventLoop._make_socket_transport
+
+        return StdTransportLoop
     if name == "uvloop":
         import uvloop
 
@@ -263,6 +276,8 @@ async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float 
         await asyncio.gather(acc, *conns, return_exceptions=True)
         lsock.close()
     rate, count = out.split()
+    global last_echo_count
+    last_echo_count = int(count)
     if _clock is time.process_time:  # the server's CPU time per message echoed
         return cpu / max(int(count), 1) * 1e9
     return float(rate)

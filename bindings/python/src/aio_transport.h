@@ -136,7 +136,7 @@ PyObject *tr_data_received(PyObject *self, PyObject *)
     PyObject *ms = PyObject_GetAttr(self, gt.s_max_size);
     if (!ms)
         return nullptr;
-    Py_ssize_t max_size = PyLong_AsSsize_t(ms);
+    Py_ssize_t max_size = PyNumber_AsSsize_t(ms, PyExc_OverflowError); // as recv's argument
     Py_DECREF(ms);
     if (max_size == -1 && PyErr_Occurred())
         return fatal(self, gt.m_read_fatal);
