@@ -3,7 +3,7 @@
 
 Design (docs/asyncio.md has the measurements): ``EventLoop`` is asyncio's own Unix
 selector event loop (``asyncio.SelectorEventLoop``), so its transports, servers, TLS,
-sendfile, subprocesses, pipes and signals are the standard library's, with three parts
+sendfile, subprocesses, pipes and signals are the standard library's, with four parts
 replaced:
 
 - the hot paths, native (``evloop._arena._AioCore``, src/aio_core.h, the C base of
@@ -13,6 +13,11 @@ replaced:
   ``asyncio.TimerHandle`` objects (their slots filled from C); the iteration calls their
   callbacks from C, and keeps the stdlib's order, cancelled-timer clean-up, debug mode (slow
   callbacks logged, through ``_run_debug``) and exception reporting (``_callback_failed``);
+- the stream socket transport: ``_SocketTransport``, the stdlib's ``_SelectorSocketTransport``
+  behind a C base (``evloop._arena._AioStreamBase``, src/aio_transport.h) whose read callbacks
+  recv in C and call the protocol's ``data_received`` (or ``get_buffer``/``buffer_updated``)
+  from C, and whose ``write`` sends in C when nothing is buffered; every other branch is the
+  stdlib's code;
 - the selector: ``_EvloopSelector`` registers fds with the evloop C loop
   (``evloop_io_add``/``_modify``/``_remove``); the iteration waits in ``evloop_run_once``,
   where the fd callbacks only record readiness, handed to asyncio's ``_process_events`` as
