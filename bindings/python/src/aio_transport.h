@@ -10,8 +10,9 @@
 //   buffer) and the protocol's data_received / buffer_updated called from C, with the stdlib's
 //   checks and error messages; EOF goes to the stdlib's _read_ready__on_eof;
 // - write: when nothing is buffered and nothing special is pending (the stdlib's own fast
-//   case), send in C at once; anything else (a partial send, a buffered transport, EOF written,
-//   a sendfile in progress, a lost connection, a bad argument) goes to the stdlib's write.
+//   case), send in C at once, and what is left buffered as the stdlib's write buffers it;
+//   anything else (a buffered transport, EOF written, a sendfile in progress, a lost
+//   connection, a bad argument) goes to the stdlib's write.
 // Included once by src/module.cpp after aio_core.h; registered with _AioCore in _arena.
 #ifndef EVLOOP_PY_AIO_TRANSPORT_H
 #define EVLOOP_PY_AIO_TRANSPORT_H
@@ -58,7 +59,8 @@ struct TransportGlobals {
     PyObject *std_write = nullptr; // _SelectorSocketTransport.write (the function)
     PyObject *s_sock, *s_fileno, *s_protocol, *s_conn_lost, *s_max_size, *s_read_ready_cb,
         *s_data_received, *s_get_buffer, *s_buffer_updated, *s_on_eof, *s_fatal_error, *s_eof,
-        *s_empty_waiter, *s_buffer;
+        *s_empty_waiter, *s_buffer, *s_loop, *s_sock_fd, *s_write_ready, *s_add_writer, *s_extend,
+        *s_append, *s_maybe_pause;
     PyObject *m_read_fatal, *m_data_fatal, *m_get_buffer_fatal, *m_updated_fatal,
         *m_write_fatal;
     char *rbuf = nullptr; // the reusable receive buffer (GIL-protected; copied out before any
@@ -337,6 +339,52 @@ PyObject *std_write(PyObject *self, PyObject *data)
     return PyObject_Vectorcall(gt.std_write, a, 2, nullptr);
 }
 
+// What the stdlib's write does after its first send left data[n:] (n may be 0: EAGAIN):
+// the writer started (loop._add_writer(fd, self._write_ready)), the rest buffered, the
+// protocol paused past the high-water mark. The rest as the stdlib of this Python keeps it:
+// a bytearray buffer (3.11) is extended with data[n:]; a deque (3.12 on) gets
+// memoryview(data)[n:] (data itself when nothing was sent).
+PyObject *buffer_rest(PyObject *self, PyObject *data, Py_ssize_t n)
+{
+    PyObject *buf = PyObject_GetAttr(self, gt.s_buffer);
+    if (!buf)
+        return nullptr;
+    bool ba = PyByteArray_Check(buf);
+    PyObject *rest = nullptr;
+    if (n == 0) {
+        rest = Py_NewRef(data);
+    } else if (ba) {
+        rest = PySequence_GetSlice(data, n, PY_SSIZE_T_MAX);
+    } else {
+        PyObject *mv = PyMemoryView_FromObject(data);
+        rest = mv ? PySequence_GetSlice(mv, n, PY_SSIZE_T_MAX) : nullptr;
+        Py_XDECREF(mv);
+    }
+    PyObject *loop = rest ? PyObject_GetAttr(self, gt.s_loop) : nullptr;
+    PyObject *fdo = loop ? PyObject_GetAttr(self, gt.s_sock_fd) : nullptr;
+    PyObject *wr = fdo ? PyObject_GetAttr(self, gt.s_write_ready) : nullptr;
+    PyObject *r = nullptr;
+    if (wr) {
+        PyObject *a[3] = {loop, fdo, wr};
+        r = PyObject_VectorcallMethod(gt.s_add_writer, a, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                      nullptr);
+    }
+    Py_XDECREF(wr);
+    Py_XDECREF(fdo);
+    Py_XDECREF(loop);
+    if (r) {
+        Py_DECREF(r);
+        r = PyObject_CallMethodOneArg(buf, ba ? gt.s_extend : gt.s_append, rest);
+    }
+    if (r) {
+        Py_DECREF(r);
+        r = PyObject_CallMethodNoArgs(self, gt.s_maybe_pause);
+    }
+    Py_XDECREF(rest);
+    Py_DECREF(buf);
+    return r;
+}
+
 // write(data): the stdlib's "try to send now" case in C (bytes, bytearray or a flat byte
 // memoryview; nothing buffered, no EOF written, no sendfile waiting, the connection not lost);
 // all else, and the rest of a partial send, through the stdlib's write.
@@ -392,17 +440,7 @@ PyObject *tr_write(PyObject *self, PyObject *data)
     }
     if (n == -2 || (n == -1 && !would_block(e)))
         return fatal(self, gt.m_write_fatal);
-    if (n <= 0)
-        return std_write(self, data);
-    // A partial send: the rest as the stdlib keeps it (a view of the caller's data).
-    PyObject *mv = PyMemoryView_FromObject(data);
-    PyObject *rest = mv ? PySequence_GetSlice(mv, n, PY_SSIZE_T_MAX) : nullptr;
-    Py_XDECREF(mv);
-    if (!rest)
-        return nullptr;
-    PyObject *r = std_write(self, rest);
-    Py_DECREF(rest);
-    return r;
+    return buffer_rest(self, data, n < 0 ? 0 : n);
 }
 
 PyMethodDef transport_methods[] = {
@@ -448,6 +486,13 @@ void register_transport(PyObject *m)
                  {&gt.s_eof, "_eof"},
                  {&gt.s_empty_waiter, "_empty_waiter"},
                  {&gt.s_buffer, "_buffer"},
+                 {&gt.s_loop, "_loop"},
+                 {&gt.s_sock_fd, "_sock_fd"},
+                 {&gt.s_write_ready, "_write_ready"},
+                 {&gt.s_add_writer, "_add_writer"},
+                 {&gt.s_extend, "extend"},
+                 {&gt.s_append, "append"},
+                 {&gt.s_maybe_pause, "_maybe_pause_protocol"},
                  {&gt.m_read_fatal, "Fatal read error on socket transport"},
                  {&gt.m_data_fatal, "Fatal error: protocol.data_received() call failed."},
                  {&gt.m_get_buffer_fatal, "Fatal error: protocol.get_buffer() call failed."},

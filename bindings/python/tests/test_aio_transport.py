@@ -591,3 +591,47 @@ def test_switching_protocols_between_buffered_and_not():
 
     stock, ours = _both(scenario)
     assert stock == ours
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_a_partial_send_buffers_the_rest_and_pauses_the_protocol(kind):
+    big = bytes(range(256)) * (64 * 1024)  # 16 MiB: more than the socket takes at once
+
+    def scenario(loop):
+        log: List[Any] = []
+
+        class P(Recorder):
+            def pause_writing(self) -> None:
+                self.log.append(("pause_writing", self.tr.get_write_buffer_size() > 0))
+
+            def resume_writing(self) -> None:
+                low = self.tr.get_write_buffer_limits()[0]
+                self.log.append(("resume_writing", self.tr.get_write_buffer_size() <= low))
+
+        tr, pr, b = _connect(loop, lambda: P(log))
+        tr.write(kind(big))  # a partial send: the rest buffered, the writer started
+        buffered = tr.get_write_buffer_size()
+        after_write = list(log)
+        tr.write(b"tail")  # behind the buffered rest
+        got = bytearray()
+        b.setblocking(False)
+
+        async def drain() -> None:
+            end = time.monotonic() + DEADLINE
+            while len(got) < len(big) + 4:
+                assert time.monotonic() < end
+                try:
+                    got.extend(b.recv(1 << 20))
+                except BlockingIOError:
+                    await asyncio.sleep(0.001)
+
+        loop.run_until_complete(drain())
+        tr.close()
+        _run_until(loop, lambda: pr.lost)
+        b.close()
+        return 0 < buffered < len(big), after_write, bytes(got) == big + b"tail", log
+
+    stock, ours = _both(scenario)
+    assert stock == ours
+    assert ours[:3] == (True, [("made",), ("pause_writing", True)], True)
+    assert ours[3][2:] == [("resume_writing", True), ("lost", None)]
