@@ -6,8 +6,8 @@
 // _conn_lost, _buffer, ...), so every other method, and every rare branch of these, is the
 // stdlib's:
 // - _read_ready / _read_ready__data_received / _read_ready__get_buffer: recv in C (into one
-//   reusable buffer, then one bytes of the size read, or straight into the BufferedProtocol's
-//   buffer) and the protocol's data_received / buffer_updated called from C, with the stdlib's
+//   reusable buffer, then one bytes of the size read; after a large read on that fd straight
+//   into a bytes; or straight into the BufferedProtocol's buffer) and the protocol's data_received / buffer_updated called from C, with the stdlib's
 //   checks and error messages; EOF goes to the stdlib's _read_ready__on_eof;
 // - write: when nothing is buffered and nothing special is pending (the stdlib's own fast
 //   case), send in C at once, and what is left buffered as the stdlib's write buffers it;
