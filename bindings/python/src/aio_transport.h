@@ -165,9 +165,9 @@ PyObject *tr_data_received(PyObject *self, PyObject *)
     int lost = attr_true(self, gt.s_conn_lost);
     if (lost)
         return lost < 0 ? nullptr : Py_NewRef(Py_None);
-    PyObject *ms = PyObject_GetAttr(self, gt.s_max_size);
+    PyObject *ms = PyObject_GetAttr(self, gt.s_max_size); // inside the stdlib's try, as recv's
     if (!ms)
-        return nullptr;
+        return fatal(self, gt.m_read_fatal);
     Py_ssize_t max_size = PyNumber_AsSsize_t(ms, PyExc_OverflowError); // as recv's argument
     Py_DECREF(ms);
     if (max_size == -1 && PyErr_Occurred())
