@@ -3,7 +3,7 @@
 
 Design (docs/asyncio.md has the measurements): ``EventLoop`` is asyncio's own Unix
 selector event loop (``asyncio.SelectorEventLoop``), so its transports, servers, TLS,
-sendfile, subprocesses, pipes and signals are the standard library's, with three parts
+sendfile, subprocesses, pipes and signals are the standard library's, with four parts
 replaced:
 
 - the hot paths, native (``evloop._arena._AioCore``, src/aio_core.h, the C base of
@@ -13,6 +13,11 @@ replaced:
   ``asyncio.TimerHandle`` objects (their slots filled from C); the iteration calls their
   callbacks from C, and keeps the stdlib's order, cancelled-timer clean-up, debug mode (slow
   callbacks logged, through ``_run_debug``) and exception reporting (``_callback_failed``);
+- the stream socket transport: ``_SocketTransport``, the stdlib's ``_SelectorSocketTransport``
+  behind a C base (``evloop._arena._AioStreamBase``, src/aio_transport.h) whose read callbacks
+  recv in C and call the protocol's ``data_received`` (or ``get_buffer``/``buffer_updated``)
+  from C, and whose ``write`` sends in C when nothing is buffered; every other branch is the
+  stdlib's code;
 - the selector: ``_EvloopSelector`` registers fds with the evloop C loop
   (``evloop_io_add``/``_modify``/``_remove``); the iteration waits in ``evloop_run_once``,
   where the fd callbacks only record readiness, handed to asyncio's ``_process_events`` as
@@ -288,6 +293,12 @@ _NATIVE_HANDLES = _arena._aio_setup(events.Handle, events.TimerHandle, _callback
                                     _run_debug)
 
 
+# Whether the stdlib's _make_socket_transport first refuses an fd that a transport still uses
+# (3.12 on; read from its code, as patch releases may differ).
+_ENSURE_FD_NO_TRANSPORT = "_ensure_fd_no_transport" in (
+    asyncio.selector_events.BaseSelectorEventLoop._make_socket_transport.__code__.co_names)
+
+
 class _ReadyView:
     """``loop._ready``: the native ready queue, as far as the stdlib's code and tests use the
     deque it replaces (len, truth, iteration, append, popleft, clear)."""
@@ -364,6 +375,18 @@ else:
         from Python 3.13 on; before, it only derives from asyncio.Transport)."""
 
 
+_StdSocketTransport = asyncio.selector_events._SelectorSocketTransport
+_arena._aio_transport_setup(_StdSocketTransport.write)
+
+
+class _SocketTransport(_arena._AioStreamBase, _StdSocketTransport):  # type: ignore[misc]
+    """The stdlib's stream socket transport with its hot methods native
+    (``_AioStreamBase``, src/aio_transport.h): the read callbacks (recv and the protocol's
+    ``data_received`` or ``get_buffer``/``buffer_updated`` from C) and ``write``'s send-at-once
+    case; the rest, and every rare branch of those, is the stdlib's code on the same
+    attributes."""
+
+
 class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     """An asyncio event loop on evloop: asyncio's Unix selector event loop with its ready
     queue, timers and iteration native (``_AioCore``), evloop's poller and wait as its
@@ -413,6 +436,12 @@ class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[mis
             self._evloop_wake()
         except Error:
             pass  # closed or closing: nothing waits any more
+
+    def _make_socket_transport(self, sock: Any, protocol: Any, waiter: Any = None, *,
+                               extra: Any = None, server: Any = None) -> Any:
+        if _ENSURE_FD_NO_TRANSPORT:  # as the stdlib's method checks first
+            self._ensure_fd_no_transport(sock)
+        return _SocketTransport(self, sock, protocol, waiter, extra, server)
 
     def _make_datagram_transport(self, sock: Any, protocol: Any, address: Any = None,
                                  waiter: Any = None, extra: Any = None) -> Any:

@@ -157,6 +157,19 @@ def _aio_setup(handle: type, timer_handle: type, callback_failed: Callable[..., 
     """The stdlib's handle classes and _aio's two helpers; True if handles are made and run
     natively (their layout is the expected one)."""
 
+# The stream socket transport's native methods (src/aio_transport.h), in evloop._arena only:
+# the C base of evloop._aio._SocketTransport, in front of the stdlib's _SelectorSocketTransport.
+class _AioStreamBase:
+    """The native hot methods of evloop's socket transport (reading, and writing at once)."""
+
+    def _read_ready(self) -> None: ...
+    def _read_ready__data_received(self) -> None: ...
+    def _read_ready__get_buffer(self) -> None: ...
+    def write(self, data: Any) -> None: ...
+
+def _aio_transport_setup(stdlib_write: Callable[..., object]) -> None:
+    """The stdlib transport's write, for what the native write leaves to it."""
+
 # evloop.bench's kernels (present when built with bench/; see evloop.bench.run)
 from typing import Any, Dict
 
@@ -182,3 +195,4 @@ def bench_run(
 ) -> Dict[str, Any]:
     """Runs one kernel with the GIL released; see evloop.bench.run. Zero or empty
     parameters take the family's defaults."""
+

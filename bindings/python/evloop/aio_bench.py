@@ -13,7 +13,11 @@ Families (each a per-operation time, lower is better, except the echo and where 
 - ``executor``: ``await loop.run_in_executor(None, f)`` in sequence, us per round trip;
 - ``echo-{protocol,streams,sock}-1KiB``: a server on the loop under test echoes 1 KiB
   messages to 10 clients (one client process, separate from the server, a thread per
-  client, each waiting for its echo before sending again); messages per second.
+  client, each waiting for its echo before sending again); messages per second;
+  ``echo-{protocol,streams}-{1B,10KiB,100KiB}``: the same at other message sizes.
+
+``--loops`` also takes ``evloop-stdtransport``: evloop's loop with the stdlib's own socket
+transport in place of its native one (src/aio_transport.h), for a before/after in one run.
 
 Rounds interleave the loops (the order rotates each round); the report gives the median
 of the rounds with its spread and, for evloop, the ratio to uvloop and to asyncio with their
@@ -42,6 +46,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 LOOPS = ("evloop", "uvloop", "asyncio")
 
+# Messages the last echo run exchanged (for tools that count per message themselves).
+last_echo_count = 0
+
 # The clock of the per-operation families: time.perf_counter, or time.process_time for
 # --clock cpu.
 _clock: Callable[[], float] = time.perf_counter
@@ -52,6 +59,13 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
         import evloop
 
         return evloop.new_event_loop
+    if name == "evloop-stdtransport":  # for A/B runs: evloop with the stdlib's socket transport
+        import evloop
+
+        class StdTransportLoop(evloop.EventLoop):
+            _make_socket_transport = asyncio.SelectorEventLoop._make_socket_transport
+
+        return StdTransportLoop
     if name == "uvloop":
         import uvloop
 
@@ -262,6 +276,8 @@ async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float 
         await asyncio.gather(acc, *conns, return_exceptions=True)
         lsock.close()
     rate, count = out.split()
+    global last_echo_count
+    last_echo_count = int(count)
     if _clock is time.process_time:  # the server's CPU time per message echoed
         return cpu / max(int(count), 1) * 1e9
     return float(rate)
@@ -280,6 +296,10 @@ FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
     ("echo-streams-1KiB", lambda: b_echo("streams"), "msg/s", True),
     ("echo-sock-1KiB", lambda: b_echo("sock"), "msg/s", True),
 ]
+# The echo over protocols and streams at other message sizes.
+_ECHO_SIZES = (("1B", 1), ("10KiB", 10 * 1024), ("100KiB", 100 * 1024))
+FAMILIES += [(f"echo-{mode}-{label}", (lambda m=mode, n=size: b_echo(m, n)), "msg/s", True)
+             for mode in ("protocol", "streams") for label, size in _ECHO_SIZES]
 
 
 def _unit(fam: str, unit: str, higher: bool, cpu: bool) -> Tuple[str, bool]:
@@ -301,7 +321,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m evloop.tournament --asyncio",
                                  description="evloop's asyncio loop beside uvloop and asyncio")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--filter", default="", help="substring of the family names")
+    ap.add_argument("--filter", default="",
+                    help="substring of the family names (several: comma-separated, any)")
     ap.add_argument("--loops", default=",".join(LOOPS))
     ap.add_argument("--out", help="also write the report (markdown) here")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
@@ -319,7 +340,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ImportError:
             print(f"{name}: not installed, left out (pip install 'pyevloop[compare]')",
                   file=sys.stderr)
-    fams = [(f, fn, *_unit(f, u, h, cpu)) for f, fn, u, h in FAMILIES if args.filter in f]
+    fams = [(f, fn, *_unit(f, u, h, cpu)) for f, fn, u, h in FAMILIES
+            if any(x in f for x in args.filter.split(","))]
     res: Dict[Tuple[str, str], List[float]] = {}
     for r in range(args.rounds):
         for fam, fn, unit, _ in fams:

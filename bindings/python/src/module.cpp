@@ -49,6 +49,7 @@ extern "C" {
 
 #include "fastpath.h"
 #include "aio_core.h"
+#include "aio_transport.h"
 
 namespace EVLOOP_PY_MODULE {
 
@@ -693,8 +694,10 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
 
     g_aio_ops.raw_type = reinterpret_cast<PyTypeObject *>(cls.ptr());
     cls.attr("_aio_ops") = py::capsule(&g_aio_ops, "evloop.aio_ops");
-    if (std::string(EVLOOP_PY_VARIANT) == "arena") // one _AioCore type, for either variant
+    if (std::string(EVLOOP_PY_VARIANT) == "arena") { // one _AioCore type, for either variant
         aio::register_core(m.ptr());
+        aio::register_transport(m.ptr());
+    }
 
 #ifdef EVLOOP_PY_WITH_BENCH
     evloop_pybench_register(m);
