@@ -18,7 +18,7 @@ Both ingress variants of the C library are in the package (``evloop._arena`` and
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from ._common import Error, LoopClosedError, State, default_exception_handler
 from . import _arena, _chunk
@@ -47,6 +47,8 @@ __all__ = [
 # The asyncio loop (evloop/_aio.py) is imported on first use, so that `import evloop` does
 # not import asyncio.
 _AIO_NAMES = ("EventLoop", "EventLoopPolicy", "new_event_loop", "run", "install")
+if TYPE_CHECKING:  # what __getattr__ imports on first use, as type checkers see it
+    from ._aio import EventLoop, EventLoopPolicy, install, new_event_loop, run
 
 
 def __getattr__(name: str) -> Any:
