@@ -52,12 +52,12 @@ void check(int r, const char *what)
         throw Errno{r, what};
 }
 
-class RawLoop;
-
 // What the thread running a loop's callbacks knows: set by run() and free(), the two calls
-// inside which the C library runs callbacks; innermost first.
+// inside which the C library runs callbacks; innermost first. owner is the RawLoop
+// (module.cpp), which installs report, where a callback's exception goes.
 struct RunCtx {
-    RawLoop *loop;
+    void *owner;
+    void (*report)(void *owner, PyObject *fn);
     evloop *raw;
     PyThreadState *saved; // non-null while run() has released the GIL on this thread
     bool lazy;            // the GIL is kept between callbacks (see CallbackGil)
@@ -104,7 +104,15 @@ void prepare_hook(void *)
     }
 }
 
-void report(PyObject *fn);
+// With the GIL and the exception fn raised: to the running loop's report, or, outside any
+// loop's callbacks, to sys.unraisablehook.
+void report(PyObject *fn)
+{
+    if (tls_ctx)
+        tls_ctx->report(tls_ctx->owner, fn);
+    else
+        PyErr_WriteUnraisable(fn);
+}
 
 // Calls a task (fn, or the tuple (fn, *args) when packed) with the GIL held; an exception
 // goes to the loop's on_error.
@@ -167,8 +175,9 @@ CallbackGil::~CallbackGil()
 // interleaved rounds, 3 runs; the fastest rounds 73 against 32 ns), and a flood from another
 // thread 178-305 against 136-217 ns per task (2 vCPUs, load 11, Python 3.11).
 
-// The evloop of self, a RawLoop (module.cpp); NULL with LoopClosedError set once it is freed.
-evloop *loop_of(PyObject *self);
+// The evloop of self, a RawLoop; NULL with LoopClosedError set once it is freed. Installed by
+// module.cpp at import (the class lives there).
+evloop *(*loop_of)(PyObject *self) = nullptr;
 
 template <int (*Push)(evloop *, evloop_cb, void *)>
 PyObject *fast_submit(PyObject *self, PyObject *const *args, Py_ssize_t n)

@@ -61,6 +61,8 @@ char g_native_io; // the C arg of an fd added by io_add_native: no Python object
 void op_trampoline(void *arg, int fd, int64_t res);
 void release_cb(void *arg);
 
+class RawLoop;
+
 // A timer (evloop_timer_start): its Python object is the C arg. Armed until its one-shot
 // firing, a cancel, or the loop's end (Released); an Armed timer's loop is alive.
 struct Timer {
@@ -122,7 +124,7 @@ public:
     int drive(bool once, int64_t timeout_ns)
     {
         evloop *l = get();
-        RunCtx ctx{this, l, nullptr, false, tls_ctx};
+        RunCtx ctx{this, report_to, l, nullptr, false, tls_ctx};
         tls_ctx = &ctx;
         ctx.saved = PyEval_SaveThread();
         int r = once ? evloop_run_once(l, timeout_ns) : evloop_run(l);
@@ -147,7 +149,7 @@ public:
     {
         if (!loop_)
             return;
-        RunCtx ctx{this, loop_, nullptr, false, tls_ctx};
+        RunCtx ctx{this, report_to, loop_, nullptr, false, tls_ctx};
         tls_ctx = &ctx;
         int r = evloop_free(loop_);
         tls_ctx = ctx.prev;
@@ -282,6 +284,12 @@ public:
         return r;
     }
 
+    // RunCtx's report (fastpath.h) for this loop.
+    static void report_to(void *self, PyObject *fn)
+    {
+        static_cast<RawLoop *>(self)->report(fn);
+    }
+
     // With the GIL and the exception a callback fn raised: on_error(exc, fn). Without
     // on_error, or for what on_error raises, the loop stops and run() (or free()) raises it.
     void report(PyObject *fn)
@@ -352,14 +360,6 @@ private:
     std::unordered_map<int, PyObject *> fds_, sigs_; // not owning: the C references
 };
 
-void report(PyObject *fn)
-{
-    if (tls_ctx)
-        tls_ctx->loop->report(fn);
-    else
-        PyErr_WriteUnraisable(fn);
-}
-
 void timer_trampoline(void *arg)
 {
     CallbackGil gil;
@@ -417,7 +417,7 @@ bool Timer::active() const
 void RawLoop::signal_stop_task(void *arg)
 {
     CallbackGil gil;
-    RawLoop *l = tls_ctx->loop;
+    RawLoop *l = static_cast<RawLoop *>(tls_ctx->owner);
     int signum = int(reinterpret_cast<intptr_t>(arg));
     if (evloop_signal_stop(l->raw(), signum) == 0)
         Py_XDECREF(take(l->sigs_, signum));
@@ -463,7 +463,7 @@ void call_fd_int(PyObject *fn, int fd, PyObject *n)
 void io_native_trampoline(void *, int fd, unsigned events)
 {
     if (tls_ctx)
-        tls_ctx->loop->aio_io.add(fd, events);
+        static_cast<RawLoop *>(tls_ctx->owner)->aio_io.add(fd, events);
 }
 
 void io_trampoline(void *arg, int fd, unsigned events)
@@ -510,7 +510,7 @@ void RawLoop::start_op(py::object fn, py::object buf, int flags, int fd)
     op.release(); // the C library's until the callback
 }
 
-evloop *loop_of(PyObject *self)
+evloop *raw_loop_of(PyObject *self)
 {
     // self is a RawLoop (the method descriptor checked); pybind11's simple instance layout.
     RawLoop *l =
@@ -584,6 +584,7 @@ py::dict autotune(double max_seconds, std::optional<std::string> save)
 PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
 {
     using namespace EVLOOP_PY_MODULE;
+    loop_of = raw_loop_of; // fastpath.h's calls find the RawLoop's evloop through it
     m.doc() = "evloop's C API, ingress variant '" EVLOOP_PY_VARIANT "' (use the evloop package)";
 
     py::module_ common = py::module_::import("evloop._common");
