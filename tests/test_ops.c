@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -474,7 +475,11 @@ static void mix_io(void *arg, int fd, unsigned events)
     atomic_fetch_add(&((struct mix *)arg)->io_calls, 1);
 }
 
+/* Rounds of io_add/remove, at most MIX_SECONDS of them: each round yields twice, and under
+ * load a yield gives the CPU away for a time slice, so 2,000 rounds took 4 s on a quiet
+ * machine and over a minute (ctest's timeout) beside a build, a fuzzer and another suite. */
 #define MIX_ROUNDS 2000
+#define MIX_SECONDS 1
 
 static void test_io_add_and_remove_racing_ops_on_one_fd_never_hold_it_together(void **state)
 {
@@ -486,7 +491,8 @@ static void test_io_add_and_remove_racing_ops_on_one_fd_never_hold_it_together(v
     struct mix m = {.loop = loop, .fd = s[0]};
     assert_rc(evloop_submit(loop, mix_post, &m), 0);
     int added = 0, busy = 0;
-    for (int i = 0; i < TEST_SIZE(MIX_ROUNDS); i++) {
+    time_t until = time(NULL) + MIX_SECONDS;
+    for (int i = 0; i < TEST_SIZE(MIX_ROUNDS) && (i < 20 || time(NULL) < until); i++) {
         int rc = evloop_io_add(loop, s[0], EVLOOP_WRITABLE, mix_io, &m);
         if (rc == 0) {
             atomic_store(&m.io_has_it, true);
