@@ -46,6 +46,16 @@ def on_both_loops(scenario):
                 loop.close()
     return out
 
+
+def raised(fn):
+    """(type, message) of what fn() raised, or None: a scenario's outcome to compare."""
+    try:
+        fn()
+    except BaseException as e:  # noqa: BLE001
+        return type(e), str(e)
+    return None
+
+
 DEADLINE = 20.0  # seconds: generous for a loaded 2-core machine
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import evloop
 
-from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both
+from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both, raised as _raised
 
 
 def _open_fds():
@@ -165,14 +165,6 @@ def test_a_callback_that_raises_reaches_the_handler_and_the_loop_goes_on(aloop):
     assert len(seen) == 3
     assert all(isinstance(c["exception"], ZeroDivisionError) for c in seen)
     assert all(c["message"].startswith("Exception in callback") for c in seen)
-
-
-def _raised(fn):
-    try:
-        fn()
-    except BaseException as e:  # noqa: BLE001
-        return type(e), str(e)
-    return None
 
 
 def _same(scenario):

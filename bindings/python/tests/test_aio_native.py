@@ -20,7 +20,7 @@ import pytest
 
 import evloop
 
-from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both
+from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both, raised as _raised
 
 
 @pytest.fixture(params=["stock", "evloop"])
@@ -32,14 +32,6 @@ def either(request):
     finally:
         if not loop.is_closed():
             loop.close()
-
-
-def _raised(fn):
-    try:
-        fn()
-    except BaseException as e:  # noqa: BLE001
-        return type(e), str(e)
-    return None
 
 
 def _stop_after(loop, seconds=5.0):
