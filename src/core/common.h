@@ -26,6 +26,16 @@
 
 #define EVLOOP_CACHELINE 64
 
+/* Thread-locals read on every submit: initial-exec, one %fs-relative address and no
+ * __tls_get_addr call when the library is built -fPIC. They are few bytes in all (arena.c's
+ * cache, state.c's mark): glibc's surplus static TLS holds them even in a dlopen()ed module
+ * such as the Python extension. */
+#if defined(__GNUC__) && !defined(__APPLE__)
+#define EVLOOP_TLS_FAST __attribute__((tls_model("initial-exec")))
+#else
+#define EVLOOP_TLS_FAST
+#endif
+
 /* EVLOOP__TSAN: 1 in a ThreadSanitizer build (gcc's and clang's spellings), else 0. */
 #if defined(__SANITIZE_THREAD__)
 #define EVLOOP__TSAN 1

@@ -65,7 +65,7 @@ int evloop__enter(evloop *loop)
         atomic_store(&loop->running, false);
         return -ESHUTDOWN;
     }
-    atomic_store_explicit(&loop->owner, (uintptr_t)pthread_self(), memory_order_relaxed);
+    atomic_store_explicit(&loop->owner, evloop__self(), memory_order_relaxed);
 #if EVLOOP__TSAN
     /* ThreadSanitizer makes a thread's signal state on the thread's first blocking call,
      * and a handler that runs meanwhile arms its signal in a second copy that the first then

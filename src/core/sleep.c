@@ -48,14 +48,8 @@ static void wake(struct evloop__sleep *s, uint32_t was)
     }
 }
 
-bool evloop__sleep_notify(struct evloop__sleep *s)
+bool evloop__sleep_wake_loop(struct evloop__sleep *s)
 {
-    /* The light barrier orders the caller's publication before the read of the word;
-     * it pairs with the heavy barrier in evloop__sleep_announce(). The relaxed read
-     * keeps a busy loop's producers free of read-modify-writes on the word. */
-    evloop__barrier_light(s->fence);
-    if (atomic_load_explicit(&s->word, memory_order_relaxed) == EVLOOP__AWAKE)
-        return false;
     /* seq_cst: one exchange wins against the loop's finish and other producers. */
     uint32_t was = atomic_exchange(&s->word, EVLOOP__AWAKE);
     wake(s, was);

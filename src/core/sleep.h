@@ -83,8 +83,21 @@ struct evloop__sleep {
 int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const char **why);
 void evloop__sleep_destroy(struct evloop__sleep *s);
 
-/* True when this call woke the loop (its exchange replaced a SLEEP_* value). */
-bool evloop__sleep_notify(struct evloop__sleep *s);
+/* notify's slow half: the word read other than AWAKE. True when this call woke the loop. */
+bool evloop__sleep_wake_loop(struct evloop__sleep *s);
+
+/* True when this call woke the loop (its exchange replaced a SLEEP_* value). Inline: it
+ * runs after every submit, and a busy loop's producers should pay a load, not a call. */
+static inline bool evloop__sleep_notify(struct evloop__sleep *s)
+{
+    /* The light barrier orders the caller's publication before the read of the word;
+     * it pairs with the heavy barrier in evloop__sleep_announce(). The relaxed read
+     * keeps a busy loop's producers free of read-modify-writes on the word. */
+    evloop__barrier_light(s->fence);
+    if (atomic_load_explicit(&s->word, memory_order_relaxed) == EVLOOP__AWAKE)
+        return false;
+    return evloop__sleep_wake_loop(s);
+}
 /* The loop's heavy barrier, counted when it is a membarrier() (evloop_stats). */
 void evloop__sleep_heavy(struct evloop__sleep *s);
 void evloop__sleep_kick(struct evloop__sleep *s);

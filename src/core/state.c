@@ -3,6 +3,8 @@
  * counters the layers above write. No behaviour: nothing here changes a loop. */
 #include "state.h"
 
+_Thread_local char evloop__thread_mark EVLOOP_TLS_FAST;
+
 #define STRINGIFY_(x) #x
 #define STRINGIFY(x) STRINGIFY_(x)
 

@@ -139,11 +139,20 @@ static inline void evloop__count(_Atomic uint64_t *counter, uint64_t n)
                           memory_order_relaxed);
 }
 
+/* The calling thread's id for loop->owner: the address of a thread-local, unique among live
+ * threads as pthread_self() is, without a call into libc on every submit. */
+extern _Thread_local char evloop__thread_mark EVLOOP_TLS_FAST;
+
+static inline uintptr_t evloop__self(void)
+{
+    return (uintptr_t)&evloop__thread_mark;
+}
+
 /* Any thread: whether the calling thread runs the loop now. */
 static inline bool evloop__on_loop_thread(const evloop *loop)
 {
     /* relaxed: only the loop thread itself can find its own id here. */
-    return atomic_load_explicit(&loop->owner, memory_order_relaxed) == (uintptr_t)pthread_self();
+    return atomic_load_explicit(&loop->owner, memory_order_relaxed) == evloop__self();
 }
 
 static inline bool evloop__has_fds(const evloop *loop)

@@ -5,36 +5,53 @@
  * the way in (evloop__stop): a racing submit is either accepted and run or refused. */
 #include "submit.h"
 
+/* After a push accepted by q: wakes the loop if it announced sleep. A push that had to wake
+ * it tells its queue: an arena lane whose pushes keep waking the loop switches to fenced
+ * pushes, so the loop's sleeps need no membarrier. */
+static inline void notify(evloop *loop, struct evloop__ingress *q)
+{
+    if (evloop__sleep_notify(&loop->sleep))
+        evloop__ingress_woke(q);
+}
+
 /* A refusal is final: once any push was refused, stopping is visible here (it is set
  * before the queues are closed, and close orders it before the refusal), so a later push
- * to another queue of the same loop is refused too. */
-static int push_and_notify(evloop *loop, struct evloop__ingress *q,
-                           const struct evloop_task *tasks, size_t n)
+ * to another queue of the same loop is refused too. acquire: pairs with the seq_cst
+ * exchange of stopping in evloop__stop(). */
+static inline bool refused(evloop *loop)
 {
-    /* acquire: pairs with the seq_cst exchange of stopping in evloop__stop(). */
-    if (atomic_load_explicit(&loop->stopping, memory_order_acquire))
+    return atomic_load_explicit(&loop->stopping, memory_order_acquire);
+}
+
+/* One task from another thread: the path every submit takes, kept free of calls but the
+ * push's own. */
+static inline int push_one(evloop *loop, struct evloop__ingress *q, evloop_cb cb, void *arg)
+{
+    if (refused(loop))
         return -ESHUTDOWN;
-    int r = n == 1 ? evloop__ingress_push(q, tasks[0].cb, tasks[0].arg)
-                   : evloop__ingress_push_batch(q, tasks, n);
-    /* A push that had to wake the loop tells its queue: an arena lane whose pushes keep
-     * waking it switches to fenced pushes, so the loop's sleeps need no membarrier. */
-    if (r == 0 && evloop__sleep_notify(&loop->sleep))
-        evloop__ingress_woke(q);
+    int r = evloop__ingress_push(q, cb, arg);
+    if (r == 0)
+        notify(loop, q);
     return r;
 }
 
-static int submit_to(evloop *loop, struct evloop__taskq *local, struct evloop__ingress *q,
-                     evloop_cb cb, void *arg)
+/* On the loop thread: into a loop-thread queue, no atomics, no wake. Out of line, so the
+ * other thread's path saves no registers for the queue's growth. */
+__attribute__((noinline)) static int push_local(evloop *loop, struct evloop__taskq *local, evloop_cb cb, void *arg)
+{
+    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
+        return -ESHUTDOWN;
+    return evloop__taskq_push(local, cb, arg);
+}
+
+static inline int submit_to(evloop *loop, struct evloop__taskq *local, struct evloop__ingress *q,
+                            evloop_cb cb, void *arg)
 {
     if (!loop || !cb)
         return -EINVAL;
-    if (evloop__on_loop_thread(loop)) {
-        if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
-            return -ESHUTDOWN;
-        return evloop__taskq_push(local, cb, arg);
-    }
-    struct evloop_task t = {cb, arg};
-    return push_and_notify(loop, q, &t, 1);
+    if (evloop__on_loop_thread(loop))
+        return push_local(loop, local, cb, arg);
+    return push_one(loop, q, cb, arg);
 }
 
 EVLOOP_API int evloop_submit(evloop *loop, evloop_cb cb, void *arg)
@@ -69,7 +86,12 @@ EVLOOP_API int evloop_submit_batch(evloop *loop, const struct evloop_task *tasks
         return 0;
     if (evloop__on_loop_thread(loop))
         return push_local_batch(loop, tasks, n);
-    return push_and_notify(loop, loop->external, tasks, n);
+    if (refused(loop))
+        return -ESHUTDOWN;
+    int r = evloop__ingress_push_batch(loop->external, tasks, n);
+    if (r == 0)
+        notify(loop, loop->external);
+    return r;
 }
 
 EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg)
@@ -86,8 +108,7 @@ EVLOOP_API int evloop_queue_microtask(evloop *loop, evloop_cb cb, void *arg)
      * spawned by work that was accepted, and shutdown runs all of that. */
     if (evloop__on_loop_thread(loop))
         return evloop__taskq_push(&loop->micro, cb, arg);
-    struct evloop_task t = {cb, arg};
-    return push_and_notify(loop, loop->remote_micro, &t, 1);
+    return push_one(loop, loop->remote_micro, cb, arg);
 }
 
 void evloop__stop(evloop *loop)

@@ -68,10 +68,13 @@ struct seg {
 };
 
 struct lane {
-    /* The producer's line: written per push, read per drain. */
+    /* Published by the producer, per push; read by the consumer per drain. */
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t tail;
     _Atomic uint32_t busy;
     _Atomic uint32_t mode_req; /* producer, per switch of mode: odd asks for fenced pushes */
+    /* The producer's own: never read by the consumer while the producer lives, so the
+     * consumer's reads of tail never take this line away from a push in progress. */
+    alignas(EVLOOP_CACHELINE) uint64_t ptail; /* producer: tail as it last stored it */
     uint32_t ppos; /* producer: next free slot in pseg */
     bool fresh;    /* producer: no push yet (the first one fences: needs_heavy) */
     bool fencing;  /* producer: its pushes fence in full (fenced, or leaving it unechoed) */
@@ -88,6 +91,7 @@ struct lane {
     struct lane *next_lane, *prev_lane; /* q.lanes, under q.lock */
     /* The consumer's. */
     alignas(EVLOOP_CACHELINE) uint64_t head;
+    uint64_t seen; /* tail as last read: tasks up to it are published, no need to look */
     struct seg *cseg;
     uint32_t cpos, state;
     uint32_t mode_seen;  /* the last mode_req read */
@@ -258,18 +262,10 @@ struct cache {
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
 
-/* initial-exec: one %fs-relative address, no __tls_get_addr call per push when the library
- * is built -fPIC (32 bytes: glibc's surplus static TLS holds them even in a dlopen()ed
- * module such as the Python extension). */
-#if defined(__GNUC__) && !defined(__APPLE__)
-#define TLS_FAST __attribute__((tls_model("initial-exec")))
-#else
-#define TLS_FAST
-#endif
 static _Thread_local struct {
     struct cached last; /* the fast path: the queue pushed to last */
     struct cache *mine;
-} tls TLS_FAST;
+} tls EVLOOP_TLS_FAST;
 #define last tls.last
 #define mine tls.mine
 
@@ -478,9 +474,9 @@ static inline void end_push(struct evloop__ingress *q, struct lane *l, uint64_t 
         atomic_load_explicit(&l->mode_ack, memory_order_acquire) ==
             atomic_load_explicit(&l->mode_req, memory_order_relaxed))
         l->fencing = false;
-    uint64_t tail = atomic_load_explicit(&l->tail, memory_order_relaxed) + n;
+    l->ptail += n;
     /* release: pairs with the acquire loads of tail in drain_lane() and close. */
-    atomic_store_explicit(&l->tail, tail, memory_order_release);
+    atomic_store_explicit(&l->tail, l->ptail, memory_order_release);
     /* tail before announced: pairs with settle() (fence) or the heavy barrier. A lane's
      * first push fences in full, and a push that wins the exchange of announced is ordered by
      * it, before the read of the sleep word that follows: so a loop whose work list is
@@ -613,9 +609,19 @@ static void take_announced(struct evloop__ingress *q)
     }
 }
 
-static bool lane_is_empty(const struct lane *l)
+/* Tasks published and not drained, at least: tail is read only when the last look has
+ * been drained, so a consumer that has work in hand leaves the producer's line alone. */
+static uint64_t lane_avail(struct lane *l)
 {
-    return atomic_load_explicit(&l->tail, memory_order_acquire) == l->head;
+    if (l->seen == l->head)
+        /* acquire: pairs with the release of tail in end_push(). */
+        l->seen = atomic_load_explicit(&l->tail, memory_order_acquire);
+    return l->seen - l->head;
+}
+
+static bool lane_is_empty(struct lane *l)
+{
+    return lane_avail(l) == 0;
 }
 
 /* A lane the consumer holds (announced == 1, so it is in no announce stack) that is
@@ -729,8 +735,7 @@ static enum recheck recheck(struct evloop__ingress *q, struct lane *l)
 static size_t drain_lane(struct evloop__ingress *q, struct lane *l, struct evloop_task *out,
                          size_t max)
 {
-    /* acquire: pairs with the release of tail in end_push(). */
-    uint64_t avail = atomic_load_explicit(&l->tail, memory_order_acquire) - l->head;
+    uint64_t avail = lane_avail(l);
     size_t n = avail < max ? (size_t)avail : max;
     for (size_t i = 0; i < n; i++) {
         if (l->cpos == SEG_TASKS) {
