@@ -1,14 +1,23 @@
-/* Ingress variant "chunk": a mutex-protected list of fixed-size chunks with a chunk
- * pool. Implements ingress.h. A producer appends under the mutex; the consumer takes the
- * whole list under the mutex in O(1) and hands its tasks out without the lock, so the
- * lock is held for a few stores on either side. Emptied chunks go back to the pool at
- * the next take: no allocation per push in steady state.
+/* Ingress variant "chunk": a list of fixed-size chunks that producers append to under a
+ * mutex, and that the consumer reads without it. Implements ingress.h.
  *
- * `pushed` counts accepted tasks and `taken` counts tasks handed out; the queue is
- * empty when they are equal. A push costs one uncontended lock and nothing else: pushed
- * is a plain store under the mutex, and the wake handshake's ordering comes from the
- * caller's evloop__sleep_notify() (its light barrier) against the loop's heavy barrier,
- * as for the arena variant (sleep.h). A batch takes the lock once. */
+ * Producers: under the mutex, a push writes its task into the tail chunk and publishes it
+ * with a release store of the chunk's `count`; a full chunk gets a successor (from the
+ * pool) whose first task is written and counted before the full one's `next` points to it.
+ * So a linked chunk always holds a published task, and a full chunk is never written again.
+ * The mutex orders producers among themselves and against close; nothing else takes it.
+ *
+ * The consumer never locks: it reads the chunk it is in up to `count` (acquire), follows
+ * `next` once that chunk is full and read, and hands the chunk it leaves back through a
+ * lock-free stack (`returned`: its one pusher is the consumer, and producers take it whole
+ * with an exchange under the mutex, so no ABA) that refills the pool. A submit costs one
+ * lock that only other producers contend for; the loop's reads take from a producer only
+ * the line of the count it reads, once per catch-up.
+ *
+ * Wake protocol: the count store is the publication, ordered before the read of the sleep
+ * word by the caller's evloop__sleep_notify() (light barrier) against the loop's heavy
+ * barrier, as for the arena variant (sleep.h). The queue's first push fences in full, so
+ * the loop may skip its heavy barrier until then (evloop__ingress_needs_heavy). */
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -21,25 +30,52 @@
 #define CHUNK_TASKS 128
 
 struct chunk {
-    struct chunk *next;
-    uint32_t count;
-    struct evloop_task tasks[CHUNK_TASKS];
+    /* Published under the mutex (release); read by the consumer (acquire). */
+    _Atomic uint32_t count;
+    _Atomic(struct chunk *) next; /* the successor, set once this chunk is full; the link in
+                                     the pool and the returned stack */
+    alignas(EVLOOP_CACHELINE) struct evloop_task tasks[CHUNK_TASKS];
 };
 
 struct evloop__ingress {
     alignas(EVLOOP_CACHELINE) pthread_mutex_t mu;
-    struct chunk *head, *tail, *pool; /* under mu */
-    bool closed;                      /* under mu */
-    /* Its own line: the consumer polls it, and must not pull the mutex's line away from
-     * a producer each time it looks. */
-    alignas(EVLOOP_CACHELINE) _Atomic uint64_t pushed; /* written under mu */
+    struct chunk *tail; /* under mu: the chunk producers write */
+    struct chunk *pool; /* under mu: free chunks */
+    bool closed;        /* under mu */
+    /* Pushed by the consumer, taken whole by a producer under mu. */
+    alignas(EVLOOP_CACHELINE) _Atomic(struct chunk *) returned;
     _Atomic uint32_t ever; /* set by the first push (evloop__ingress_needs_heavy) */
-    alignas(EVLOOP_CACHELINE) uint64_t taken;          /* consumer only from here on */
-    struct chunk *cur;                        /* the list taken last, oldest first */
-    uint32_t cur_pos;
-    struct chunk *spare; /* emptied chunks, returned to the pool at the next take */
     _Atomic uint64_t overflows;
+    /* The consumer's. */
+    alignas(EVLOOP_CACHELINE) struct chunk *cur; /* the chunk it reads */
+    uint32_t pos;  /* next task to read in cur */
+    uint32_t seen; /* cur's count as last read: tasks before it need no look */
 };
+
+static struct chunk *chunk_alloc(void)
+{
+    return aligned_alloc(EVLOOP_CACHELINE, sizeof(struct chunk));
+}
+
+static void free_chain(struct chunk *c)
+{
+    while (c) {
+        struct chunk *next = atomic_load_explicit(&c->next, memory_order_relaxed);
+        free(c);
+        c = next;
+    }
+}
+
+void evloop__ingress_free(struct evloop__ingress *q)
+{
+    if (!q)
+        return;
+    free_chain(q->cur); /* up to the tail */
+    free_chain(q->pool);
+    free_chain(atomic_load_explicit(&q->returned, memory_order_relaxed));
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+}
 
 int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum evloop__fence fence,
                         void (*notify)(void *), void *notify_arg)
@@ -62,68 +98,46 @@ int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum ev
 #endif
     pthread_mutex_init(&q->mu, &attr);
     pthread_mutexattr_destroy(&attr);
-    /* Preallocate the pool so the first `capacity` tasks need no allocation. */
-    for (uint32_t i = 0; i < (capacity + CHUNK_TASKS - 1) / CHUNK_TASKS; i++) {
-        struct chunk *c = malloc(sizeof(*c));
+    /* The first chunk is both ends; the pool holds `capacity` more tasks' worth, so they
+     * need no allocation. */
+    uint32_t chunks = 1 + (capacity + CHUNK_TASKS - 1) / CHUNK_TASKS;
+    for (uint32_t i = 0; i < chunks; i++) {
+        struct chunk *c = chunk_alloc();
         if (!c) {
             evloop__ingress_free(q);
             return -ENOMEM;
         }
-        c->next = q->pool;
+        atomic_init(&c->count, 0);
+        atomic_init(&c->next, q->pool);
         q->pool = c;
     }
+    q->cur = q->tail = q->pool;
+    q->pool = atomic_load_explicit(&q->tail->next, memory_order_relaxed);
+    atomic_store_explicit(&q->tail->next, NULL, memory_order_relaxed);
     *out = q;
     return 0;
 }
 
-static void free_chunks(struct chunk *c)
+/* Under mu: an empty chunk, from the pool, the chunks the consumer returned, or the heap;
+ * NULL when out of memory. */
+static struct chunk *chunk_get(struct evloop__ingress *q)
 {
-    while (c) {
-        struct chunk *next = c->next;
-        free(c);
-        c = next;
-    }
-}
-
-void evloop__ingress_free(struct evloop__ingress *q)
-{
-    if (!q)
-        return;
-    free_chunks(q->head);
-    free_chunks(q->pool);
-    free_chunks(q->cur);
-    free_chunks(q->spare);
-    pthread_mutex_destroy(&q->mu);
-    free(q);
-}
-
-/* Under mu: appends an empty chunk, from the pool or the heap; NULL when out of memory. */
-static struct chunk *append_chunk(struct evloop__ingress *q)
-{
+    if (!q->pool)
+        /* acquire: pairs with the release CAS in give_back(): the consumer's reads of the
+         * chunk happen before it is written again. */
+        q->pool = atomic_exchange_explicit(&q->returned, NULL, memory_order_acquire);
     struct chunk *c = q->pool;
     if (c) {
-        q->pool = c->next;
+        q->pool = atomic_load_explicit(&c->next, memory_order_relaxed);
     } else {
-        c = malloc(sizeof(*c));
+        c = chunk_alloc();
         if (!c)
             return NULL;
         atomic_fetch_add_explicit(&q->overflows, 1, memory_order_relaxed);
     }
-    c->next = NULL;
-    c->count = 0;
-    if (q->tail)
-        q->tail->next = c;
-    else
-        q->head = c;
-    q->tail = c;
+    atomic_store_explicit(&c->count, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
     return c;
-}
-
-/* Under mu: a chunk with room at the tail. */
-static struct chunk *tail_with_room(struct evloop__ingress *q)
-{
-    struct chunk *c = q->tail;
-    return c && c->count < CHUNK_TASKS ? c : append_chunk(q);
 }
 
 /* Under mu, after a push: the queue's first push ever marks it and fences in full, so the
@@ -136,112 +150,174 @@ static void first_push(struct evloop__ingress *q)
     evloop__fence();
 }
 
-int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
-                               size_t n)
+/* Under mu: writes tasks into c from its count on (they fit) and publishes them. release:
+ * pairs with the acquire loads of count in the consumer. */
+static void fill(struct chunk *c, const struct evloop_task *tasks, uint32_t n)
+{
+    uint32_t at = atomic_load_explicit(&c->count, memory_order_relaxed);
+    for (uint32_t i = 0; i < n; i++)
+        c->tasks[at + i] = tasks[i];
+    atomic_store_explicit(&c->count, at + n, memory_order_release);
+}
+
+/* Under mu: links a filled successor after the full tail. release: the successor's tasks
+ * and count before the consumer that follows next reads them. */
+static void link_after_tail(struct evloop__ingress *q, struct chunk *c)
+{
+    atomic_store_explicit(&q->tail->next, c, memory_order_release);
+    q->tail = c;
+}
+
+/* Takes mu for a push: true, holding it; false, not holding it, once the queue is closed. */
+static bool lock_open(struct evloop__ingress *q)
 {
     pthread_mutex_lock(&q->mu);
-    if (q->closed) {
-        pthread_mutex_unlock(&q->mu);
-        return -ESHUTDOWN;
-    }
-    /* All or none: the chunks a batch needs are found before any task is written. */
-    struct chunk *first = q->tail, *c = first;
-    size_t room = c ? CHUNK_TASKS - c->count : 0;
-    while (room < n) {
-        if (!append_chunk(q)) {
-            pthread_mutex_unlock(&q->mu);
-            return -ENOMEM; /* the empty chunks stay linked and serve the next push */
-        }
-        room += CHUNK_TASKS;
-    }
-    c = first && first->count < CHUNK_TASKS ? first : (first ? first->next : q->head);
-    for (size_t i = 0; i < n; i++) {
-        if (c->count == CHUNK_TASKS)
-            c = c->next;
-        c->tasks[c->count++] = tasks[i];
-    }
-    /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
-    atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + n,
-                          memory_order_relaxed);
-    first_push(q);
+    if (!q->closed)
+        return true;
     pthread_mutex_unlock(&q->mu);
-    return 0;
+    return false;
 }
 
 int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
 {
-    pthread_mutex_lock(&q->mu);
-    if (q->closed) {
-        pthread_mutex_unlock(&q->mu);
+    struct evloop_task t = {cb, arg};
+    if (!lock_open(q))
         return -ESHUTDOWN;
+    struct chunk *c = q->tail;
+    if (atomic_load_explicit(&c->count, memory_order_relaxed) < CHUNK_TASKS) {
+        fill(c, &t, 1);
+    } else {
+        c = chunk_get(q);
+        if (!c) {
+            pthread_mutex_unlock(&q->mu);
+            return -ENOMEM;
+        }
+        fill(c, &t, 1);
+        link_after_tail(q, c);
     }
-    struct chunk *c = tail_with_room(q);
-    if (!c) {
-        pthread_mutex_unlock(&q->mu);
-        return -ENOMEM;
-    }
-    c->tasks[c->count++] = (struct evloop_task){cb, arg};
-    /* relaxed: written under mu; the consumer takes the tasks themselves under mu. */
-    atomic_store_explicit(&q->pushed, atomic_load_explicit(&q->pushed, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
     first_push(q);
     pthread_mutex_unlock(&q->mu);
     return 0;
 }
 
-static void take_list(struct evloop__ingress *q)
+int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
+                               size_t n)
 {
-    pthread_mutex_lock(&q->mu);
-    if (q->spare) {
-        struct chunk *last = q->spare;
-        while (last->next)
-            last = last->next;
-        last->next = q->pool;
-        q->pool = q->spare;
-        q->spare = NULL;
+    if (!lock_open(q))
+        return -ESHUTDOWN;
+    /* All or none: the chunks a batch needs are taken, in a chain nobody else sees, before
+     * any task is written. */
+    uint32_t room = CHUNK_TASKS - atomic_load_explicit(&q->tail->count, memory_order_relaxed);
+    size_t need = n <= room ? 0 : (n - room + CHUNK_TASKS - 1) / CHUNK_TASKS;
+    struct chunk *chain = NULL, *last = NULL;
+    for (size_t i = 0; i < need; i++) {
+        struct chunk *c = chunk_get(q);
+        if (!c) {
+            while (chain) { /* back to the pool, never seen by the consumer */
+                struct chunk *next = atomic_load_explicit(&chain->next, memory_order_relaxed);
+                atomic_store_explicit(&chain->next, q->pool, memory_order_relaxed);
+                q->pool = chain;
+                chain = next;
+            }
+            pthread_mutex_unlock(&q->mu);
+            return -ENOMEM;
+        }
+        if (last)
+            atomic_store_explicit(&last->next, c, memory_order_relaxed);
+        else
+            chain = c;
+        last = c;
     }
-    q->cur = q->head;
-    q->cur_pos = 0;
-    q->head = q->tail = NULL;
+    uint32_t first = n < room ? (uint32_t)n : room;
+    if (first)
+        fill(q->tail, tasks, first);
+    for (size_t done = first; done < n;) {
+        struct chunk *c = chain;
+        chain = atomic_load_explicit(&c->next, memory_order_relaxed);
+        atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
+        uint32_t k = n - done < CHUNK_TASKS ? (uint32_t)(n - done) : CHUNK_TASKS;
+        fill(c, tasks + done, k);
+        link_after_tail(q, c);
+        done += k;
+    }
+    first_push(q);
     pthread_mutex_unlock(&q->mu);
+    return 0;
+}
+
+/* Consumer: a chunk it has read to the end and left goes back for producers to reuse.
+ * release: its reads of the chunk happen before the producer that takes it writes it. */
+static void give_back(struct evloop__ingress *q, struct chunk *c)
+{
+    struct chunk *top = atomic_load_explicit(&q->returned, memory_order_relaxed);
+    do
+        atomic_store_explicit(&c->next, top, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&q->returned, &top, c, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+/* Consumer: tasks published in cur and not read yet, at least; count is read only once
+ * the last look has been read. acquire: pairs with the release in fill(). */
+static uint32_t avail(struct evloop__ingress *q)
+{
+    if (q->seen == q->pos)
+        q->seen = atomic_load_explicit(&q->cur->count, memory_order_acquire);
+    return q->seen - q->pos;
+}
+
+/* Consumer: cur is read to its end; moves to its successor if there is one. acquire:
+ * pairs with the release in link_after_tail(). */
+static bool next_chunk(struct evloop__ingress *q)
+{
+    if (q->pos < CHUNK_TASKS)
+        return false; /* producers still write cur */
+    struct chunk *next = atomic_load_explicit(&q->cur->next, memory_order_acquire);
+    if (!next)
+        return false;
+    struct chunk *done = q->cur;
+    q->cur = next;
+    q->pos = q->seen = 0;
+    give_back(q, done);
+    return true;
 }
 
 size_t evloop__ingress_drain(struct evloop__ingress *q, struct evloop_task *out, size_t max)
 {
     size_t n = 0;
     while (n < max) {
-        if (!q->cur) {
-            if (evloop__ingress_is_empty(q))
+        uint32_t k = avail(q);
+        if (k == 0) {
+            if (!next_chunk(q))
                 break;
-            take_list(q);
-            if (!q->cur)
-                break;
+            continue;
         }
-        struct chunk *c = q->cur;
-        size_t first = n;
-        while (n < max && q->cur_pos < c->count)
-            out[n++] = c->tasks[q->cur_pos++];
-        q->taken += n - first;
-        if (q->cur_pos == c->count) {
-            q->cur = c->next;
-            q->cur_pos = 0;
-            c->next = q->spare;
-            q->spare = c;
-        }
+        if (k > max - n)
+            k = (uint32_t)(max - n);
+        for (uint32_t i = 0; i < k; i++)
+            out[n + i] = q->cur->tasks[q->pos + i];
+        q->pos += k;
+        n += k;
     }
     return n;
 }
 
 bool evloop__ingress_is_empty(struct evloop__ingress *q)
 {
-    /* relaxed: after the loop's heavy barrier, a push whose notify missed the sleep word
-     * is visible here (sleep.h); tasks are taken under mu. */
-    return atomic_load_explicit(&q->pushed, memory_order_relaxed) == q->taken;
+    /* After the loop's heavy barrier, a push whose notify missed the sleep word is
+     * visible here (sleep.h). A linked successor always holds a published task. */
+    if (avail(q) > 0)
+        return false;
+    return q->pos < CHUNK_TASKS || !atomic_load_explicit(&q->cur->next, memory_order_acquire);
 }
 
 size_t evloop__ingress_backlog(struct evloop__ingress *q)
 {
-    return (size_t)(atomic_load_explicit(&q->pushed, memory_order_relaxed) - q->taken);
+    /* A hint: what cur holds unread, and the successor's count if there is one. */
+    size_t n = atomic_load_explicit(&q->cur->count, memory_order_relaxed) - q->pos;
+    struct chunk *next = atomic_load_explicit(&q->cur->next, memory_order_relaxed);
+    if (next)
+        n += atomic_load_explicit(&next->count, memory_order_relaxed);
+    return n;
 }
 
 void evloop__ingress_close(struct evloop__ingress *q)
@@ -253,7 +329,7 @@ void evloop__ingress_close(struct evloop__ingress *q)
 
 void evloop__ingress_fenced(struct evloop__ingress *q)
 {
-    (void)q; /* nothing kept for a barrier: the mutex orders everything */
+    (void)q; /* nothing kept for a barrier: every push is one publication */
 }
 
 bool evloop__ingress_needs_heavy(struct evloop__ingress *q)
