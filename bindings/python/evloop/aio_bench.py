@@ -15,6 +15,12 @@ Families (each a per-operation time, lower is better, except the echo and where 
   messages to 10 clients (one client process, separate from the server, a thread per
   client, each waiting for its echo before sending again); messages per second;
   ``echo-{protocol,streams}-{1B,10KiB,100KiB}``: the same at other message sizes.
+- ``http-hello``: a minimal keep-alive HTTP/1.1 server (an ``asyncio.Protocol`` that answers
+  every request with a fixed 12-byte body) on the loop under test, driven by
+  ``wrk -t1 -c50 -d2s`` in its own process; requests per second. The loop's thread is pinned
+  to the first CPU this process may use and wrk to another (on one CPU they share it). A run
+  in which wrk counts a socket error or a non-2xx reply fails the family (an error, never a
+  figure). Left out when wrk is not installed.
 
 ``--loops`` also takes ``evloop-stdtransport``: evloop's loop with the stdlib's own socket
 transport in place of its native one (src/aio_transport.h), for a before/after in one run.
@@ -36,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -283,6 +290,74 @@ async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float 
     return float(rate)
 
 
+HTTP_RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\n"
+                 b"Hello World!")
+
+
+class _HttpHello(asyncio.Protocol):
+    """Answers each request (a GET: no body) as soon as its header block is complete."""
+
+    def connection_made(self, tr: Any) -> None:
+        self.tr = tr
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data
+        n = buf.count(b"\r\n\r\n")
+        if n:
+            self.tr.write(HTTP_RESPONSE * n)
+            buf = buf[buf.rfind(b"\r\n\r\n") + 4:]
+        self.buf = buf
+
+
+def parse_wrk(out: str) -> Tuple[float, int]:
+    """wrk's requests/s and request count; ValueError on errors or an output it cannot read."""
+    errors = []
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("Socket errors:") or line.startswith("Non-2xx or 3xx responses:"):
+            errors.append(line)
+    if errors:
+        raise ValueError("wrk reported errors: " + "; ".join(errors))
+    rate = count = None
+    for line in out.splitlines():
+        words = line.split()
+        if line.strip().startswith("Requests/sec:"):
+            rate = float(words[1])
+        elif len(words) > 2 and words[1] == "requests" and words[2] == "in":
+            count = int(words[0])
+    if rate is None or count is None:
+        raise ValueError("wrk printed no request rate:\n" + out)
+    return rate, count
+
+
+async def b_http(conns: int = 50, seconds: int = 2) -> float:
+    loop = asyncio.get_running_loop()
+    srv = await loop.create_server(_HttpHello, "127.0.0.1", 0)
+    port = srv.sockets[0].getsockname()[1]
+    cpus = sorted(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {cpus[0]})  # this thread: the loop's
+    wrk = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"]
+    if len(cpus) > 1:
+        wrk = ["taskset", "-c", str(cpus[1])] + wrk
+    try:
+        cpu0 = time.process_time()
+        proc = await asyncio.create_subprocess_exec(*wrk, stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        cpu = time.process_time() - cpu0
+    finally:
+        os.sched_setaffinity(0, before)
+        srv.close()
+        await srv.wait_closed()
+    if proc.returncode != 0:
+        raise RuntimeError(f"wrk exited with {proc.returncode}")
+    rate, count = parse_wrk(out.decode())
+    if _clock is time.process_time:  # the server's CPU time per request
+        return cpu / max(count, 1) * 1e9
+    return rate
+
+
 # (name, coroutine factory, unit, higher is better)
 FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
     ("call_soon", b_call_soon, "ns/call", False),
@@ -300,6 +375,8 @@ FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
 _ECHO_SIZES = (("1B", 1), ("10KiB", 10 * 1024), ("100KiB", 100 * 1024))
 FAMILIES += [(f"echo-{mode}-{label}", (lambda m=mode, n=size: b_echo(m, n)), "msg/s", True)
              for mode in ("protocol", "streams") for label, size in _ECHO_SIZES]
+if shutil.which("wrk") and hasattr(os, "sched_setaffinity"):
+    FAMILIES.append(("http-hello", b_http, "req/s", True))
 
 
 def _unit(fam: str, unit: str, higher: bool, cpu: bool) -> Tuple[str, bool]:
@@ -308,6 +385,8 @@ def _unit(fam: str, unit: str, higher: bool, cpu: bool) -> Tuple[str, bool]:
         return unit, higher
     if fam.startswith("echo-"):
         return "server CPU ns/msg", False
+    if fam == "http-hello":
+        return "server CPU ns/request", False
     if fam == "threadsafe-sleeping":
         return unit + " (wall)", higher
     return "CPU " + unit, higher

@@ -1,0 +1,43 @@
+"""The HTTP family of evloop.aio_bench: wrk's output read right, a run with errors refused,
+and the server answering wrk on evloop's loop (when wrk is installed)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from evloop import aio_bench
+
+CLEAN = """Running 2s test @ http://127.0.0.1:4242/
+  1 threads and 50 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.10ms  200.00us   3.00ms   90.00%
+    Req/Sec    45.00k     1.00k   47.00k    80.00%
+  90123 requests in 2.00s, 8.08MB read
+Requests/sec:  45061.50
+Transfer/sec:      4.04MB
+"""
+
+
+def test_a_clean_run_gives_its_rate_and_count():
+    assert aio_bench.parse_wrk(CLEAN) == (45061.5, 90123)
+
+
+@pytest.mark.parametrize("line", ["  Socket errors: connect 0, read 3, write 0, timeout 0",
+                                  "  Non-2xx or 3xx responses: 17"])
+def test_a_run_with_errors_is_refused(line):
+    out = CLEAN.replace("Requests/sec:", line + "\nRequests/sec:")
+    with pytest.raises(ValueError, match="errors"):
+        aio_bench.parse_wrk(out)
+
+
+def test_an_output_without_a_rate_is_refused():
+    with pytest.raises(ValueError, match="no request rate"):
+        aio_bench.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed")
+def test_the_hello_server_answers_wrk_on_evloop():
+    rate = aio_bench.run_on("evloop", lambda: aio_bench.b_http(conns=10, seconds=1))
+    assert rate > 0
