@@ -609,11 +609,12 @@ static void take_announced(struct evloop__ingress *q)
     }
 }
 
-/* Tasks published and not drained, at least: tail is read only when the last look has
- * been drained, so a consumer that has work in hand leaves the producer's line alone. */
-static uint64_t lane_avail(struct lane *l)
+/* Tasks published and not drained: at least `want` of them, or all. tail is read only when
+ * the last look holds fewer than want, so a consumer with work in hand leaves the producer's
+ * line alone, and a drain still takes everything visible up to its budget. */
+static uint64_t lane_avail(struct lane *l, uint64_t want)
 {
-    if (l->seen == l->head)
+    if (l->seen - l->head < want)
         /* acquire: pairs with the release of tail in end_push(). */
         l->seen = atomic_load_explicit(&l->tail, memory_order_acquire);
     return l->seen - l->head;
@@ -621,7 +622,7 @@ static uint64_t lane_avail(struct lane *l)
 
 static bool lane_is_empty(struct lane *l)
 {
-    return lane_avail(l) == 0;
+    return lane_avail(l, 1) == 0;
 }
 
 /* A lane the consumer holds (announced == 1, so it is in no announce stack) that is
@@ -735,7 +736,7 @@ static enum recheck recheck(struct evloop__ingress *q, struct lane *l)
 static size_t drain_lane(struct evloop__ingress *q, struct lane *l, struct evloop_task *out,
                          size_t max)
 {
-    uint64_t avail = lane_avail(l);
+    uint64_t avail = lane_avail(l, max);
     size_t n = avail < max ? (size_t)avail : max;
     for (size_t i = 0; i < n; i++) {
         if (l->cpos == SEG_TASKS) {
