@@ -37,7 +37,8 @@ static inline int push_one(evloop *loop, struct evloop__ingress *q, evloop_cb cb
 
 /* On the loop thread: into a loop-thread queue, no atomics, no wake. Out of line, so the
  * other thread's path saves no registers for the queue's growth. */
-__attribute__((noinline)) static int push_local(evloop *loop, struct evloop__taskq *local, evloop_cb cb, void *arg)
+__attribute__((noinline)) static int push_local(evloop *loop, struct evloop__taskq *local,
+                                                evloop_cb cb, void *arg)
 {
     if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
         return -ESHUTDOWN;
