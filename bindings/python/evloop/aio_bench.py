@@ -18,7 +18,8 @@ Families (each a per-operation time, lower is better, except the echo and where 
 - ``http-hello``: a minimal keep-alive HTTP/1.1 server (an ``asyncio.Protocol`` that answers
   every request with a fixed 12-byte body) on the loop under test, driven by
   ``wrk -t1 -c50 -d2s`` in its own process; requests per second. The loop's thread is pinned
-  to the first CPU this process may use and wrk to another (on one CPU they share it). A run
+  to the first CPU this process may use and wrk to another when taskset is installed (on one
+  CPU, or without taskset, they share). A run
   in which wrk counts a socket error or a non-2xx reply fails the family (an error, never a
   figure). Left out when wrk is not installed.
 
@@ -339,7 +340,7 @@ async def b_http(conns: int = 50, seconds: int = 2) -> float:
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpus[0]})  # this thread: the loop's
     wrk = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"]
-    if len(cpus) > 1:
+    if len(cpus) > 1 and shutil.which("taskset"):
         wrk = ["taskset", "-c", str(cpus[1])] + wrk
     try:
         cpu0 = time.process_time()
