@@ -22,6 +22,10 @@ Families (each a per-operation time, lower is better, except the echo and where 
   CPU, or without taskset, they share). A run
   in which wrk counts a socket error or a non-2xx reply fails the family (an error, never a
   figure). Left out when wrk is not installed.
+- ``http-aiohttp``: the same under wrk, with aiohttp's own server (``aiohttp.web``, one GET
+  route answering the same body, access log off) in place of the protocol: the loop under a
+  real framework's parser, routing and response objects. Left out when wrk or aiohttp is not
+  installed.
 
 ``--loops`` also takes ``evloop-stdtransport``: evloop's loop with the stdlib's own socket
 transport in place of its native one (src/aio_transport.h), for a before/after in one run.
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import shutil
 import socket
@@ -332,10 +337,37 @@ def parse_wrk(out: str) -> Tuple[float, int]:
     return rate, count
 
 
-async def b_http(conns: int = 50, seconds: int = 2) -> float:
-    loop = asyncio.get_running_loop()
-    srv = await loop.create_server(_HttpHello, "127.0.0.1", 0)
-    port = srv.sockets[0].getsockname()[1]
+async def _serve_hello() -> Tuple[int, Callable[[], Any]]:
+    """The minimal server: its port, and a coroutine function that closes it."""
+    srv = await asyncio.get_running_loop().create_server(_HttpHello, "127.0.0.1", 0)
+
+    async def close() -> None:
+        srv.close()
+        await srv.wait_closed()
+
+    return srv.sockets[0].getsockname()[1], close
+
+
+async def _serve_aiohttp() -> Tuple[int, Callable[[], Any]]:
+    """aiohttp's server (aiohttp.web, one GET route) answering the same 12-byte body."""
+    from aiohttp import web
+
+    async def hello(request: Any) -> Any:
+        return web.Response(text="Hello World!")
+
+    app = web.Application()
+    app.router.add_get("/", hello)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner.addresses[0][1], runner.cleanup
+
+
+async def b_http(conns: int = 50, seconds: int = 2,
+                 serve: Callable[[], Any] = _serve_hello) -> float:
+    """wrk against the server that serve() starts on the running loop."""
+    port, close = await serve()
     cpus = sorted(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpus[0]})  # this thread: the loop's
@@ -349,8 +381,7 @@ async def b_http(conns: int = 50, seconds: int = 2) -> float:
         cpu = time.process_time() - cpu0
     finally:
         os.sched_setaffinity(0, before)
-        srv.close()
-        await srv.wait_closed()
+        await close()
     if proc.returncode != 0:
         raise RuntimeError(f"wrk exited with {proc.returncode}")
     rate, count = parse_wrk(out.decode())
@@ -378,6 +409,8 @@ FAMILIES += [(f"echo-{mode}-{label}", (lambda m=mode, n=size: b_echo(m, n)), "ms
              for mode in ("protocol", "streams") for label, size in _ECHO_SIZES]
 if shutil.which("wrk") and hasattr(os, "sched_setaffinity"):
     FAMILIES.append(("http-hello", b_http, "req/s", True))
+    if importlib.util.find_spec("aiohttp") is not None:
+        FAMILIES.append(("http-aiohttp", lambda: b_http(serve=_serve_aiohttp), "req/s", True))
 
 
 def _unit(fam: str, unit: str, higher: bool, cpu: bool) -> Tuple[str, bool]:
@@ -386,7 +419,7 @@ def _unit(fam: str, unit: str, higher: bool, cpu: bool) -> Tuple[str, bool]:
         return unit, higher
     if fam.startswith("echo-"):
         return "server CPU ns/msg", False
-    if fam == "http-hello":
+    if fam.startswith("http-"):
         return "server CPU ns/request", False
     if fam == "threadsafe-sleeping":
         return unit + " (wall)", higher

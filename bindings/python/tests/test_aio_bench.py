@@ -1,5 +1,6 @@
-"""The HTTP family of evloop.aio_bench: wrk's output read right, a run with errors refused,
-and the server answering wrk on evloop's loop (when wrk is installed)."""
+"""The HTTP families of evloop.aio_bench: wrk's output read right, a run with errors refused,
+and both servers (the minimal protocol, aiohttp's) answering wrk on evloop's loop (when wrk is
+installed)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,12 @@ def test_an_output_without_a_rate_is_refused():
 def test_the_hello_server_answers_wrk_on_evloop():
     rate = aio_bench.run_on("evloop", lambda: aio_bench.b_http(conns=10, seconds=1))
     assert rate > 0
+
+
+@pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed")
+def test_aiohttps_server_answers_wrk_on_evloop():
+    pytest.importorskip("aiohttp", reason="aiohttp is not installed")
+    rate = aio_bench.run_on("evloop", lambda: aio_bench.b_http(
+        conns=10, seconds=1, serve=aio_bench._serve_aiohttp))
+    assert rate > 0
+    assert "http-aiohttp" in [f[0] for f in aio_bench.FAMILIES]
