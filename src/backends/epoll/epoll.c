@@ -2,9 +2,10 @@
  * Implements the evloop__backend vtable (backend.h).
  *
  * Traps of the OS API:
- *  a. epoll_wait's timeout is in ms: rounding down fires timers early, so the wait uses
+ *  a. epoll_wait's timeout is in ms: rounding down fires timers early, so a timed wait uses
  *     epoll_pwait2 (ns, Linux 5.11+) and falls back to epoll_wait rounded up; under
- *     ThreadSanitizer always epoll_wait (epoll_wait.h says why).
+ *     ThreadSanitizer always epoll_wait (epoll_wait.h says why). A zero or no timeout is
+ *     epoll_wait's: epoll_pwait2 costs more there.
  *  b. epoll registers the open file description, not the fd: an fd closed without
  *     removal disappears by itself, so EPOLL_CTL_DEL's EBADF/ENOENT mean "already gone".
  *  c. Regular files cannot be polled: EPOLL_CTL_ADD fails with EPERM, returned as is.
