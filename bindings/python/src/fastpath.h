@@ -62,14 +62,16 @@ struct RunCtx {
     PyThreadState *saved; // non-null while run() has released the GIL on this thread
     bool lazy;            // the GIL is kept between callbacks (see CallbackGil)
     RunCtx *prev;
+    bool no_wait; // run_once(0), which cannot block: the GIL is held throughout (drive)
 };
 thread_local RunCtx *tls_ctx = nullptr;
 
 // Takes the GIL around one Python callback on the loop thread. After the callback the GIL is
 // kept for the next one; a PREPARE hook (prepare_hook), which runs before the loop can spin,
-// poll or sleep, releases it. So the GIL is never held while the loop waits, and a batch of N
-// callbacks costs one release/acquire instead of N. A stopping loop runs no hook (and may
-// wait for operations to finish): there each callback releases it. Measured with
+// poll or sleep, releases it (but in run_once(0), whose poll cannot wait: RawLoop::drive). So
+// the GIL is never held while the loop waits, and a batch of N callbacks costs one
+// release/acquire instead of N. A stopping loop runs no hook (and may wait for operations to
+// finish): there each callback releases it. Measured with
 // `examples/roundtrip.py --n 5000 --rounds 5 --flood 200000 --eager-gil` (2 vCPUs, load 8,
 // Python 3.11; medians of 5 rounds): a flood from another thread took 74 ns per callback so,
 // 180 ns releasing the GIL after each callback; submit_batch floods 54 against 169 ns.
@@ -98,7 +100,7 @@ private:
 void prepare_hook(void *)
 {
     RunCtx *c = tls_ctx;
-    if (c && c->lazy) {
+    if (c && c->lazy && !c->no_wait) {
         c->lazy = false;
         c->saved = PyEval_SaveThread();
     }

@@ -52,6 +52,40 @@ def test_run_once_after_stop_runs_what_was_accepted_then_terminates(loop):
         loop.run_once(0)
 
 
+def test_run_once_0_on_a_stopped_loop_runs_what_was_accepted_then_terminates(loop):
+    # run_once(0) keeps the GIL (its poll cannot wait); a terminating loop's callbacks each
+    # release it after they ran, and the call takes it back before it returns.
+    got = []
+    for i in range(3):
+        loop.submit(got.append, i)
+    loop.stop()
+    for _ in range(100):
+        if loop.state == evloop.State.TERMINATED:
+            break
+        loop.run_once(0)
+    assert got == [0, 1, 2]
+    assert loop.state == evloop.State.TERMINATED
+
+
+def test_a_run_once_that_waits_lets_the_thread_that_ends_the_wait_run(loop):
+    # Only run_once(0) keeps the GIL: a call that waits must let another Python thread run,
+    # here the one whose submit ends the wait (else it waits out its 5 s each time).
+    got = []
+
+    def later():
+        time.sleep(0.05)
+        loop.submit(got.append, 1)
+
+    t = threading.Thread(target=later)
+    t0 = time.monotonic()
+    t.start()
+    loop.run_once(5.0)
+    waited = time.monotonic() - t0
+    t.join()
+    assert got == [1]
+    assert waited < 4.0
+
+
 def test_run_once_refuses_a_bad_timeout_and_a_nested_call(loop):
     with pytest.raises(ValueError):
         loop.run_once(float("nan"))
