@@ -4,6 +4,9 @@
 Families (each a per-operation time, lower is better, except the echo and where said):
 
 - ``call_soon``: 200,000 ``call_soon`` of a callback that counts, ns per call until all ran;
+- ``iteration``: a callback that ``call_soon``-s itself 100,000 times, one handle per loop
+  iteration: ns per iteration (the poll with a zero timeout that each iteration makes
+  included);
 - ``timers``: 50,000 ``call_later`` with delays spread over 0-10 ms, ns per timer until all
   fired (the loop's clock included);
 - ``threadsafe-busy-T`` (T = 1, 4, 16 threads): each thread makes ``call_soon_threadsafe``
@@ -111,6 +114,26 @@ async def b_call_soon(n: int = 200_000) -> float:
     t0 = _clock()
     for _ in range(n):
         loop.call_soon(cb)
+    await done
+    return (_clock() - t0) / n * 1e9
+
+
+async def b_iteration(n: int = 100_000) -> float:
+    """A callback that schedules itself with call_soon: one handle per loop iteration, so
+    each iteration's own cost (the poll with a zero timeout included) is what is timed."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    left = [n]
+
+    def cb() -> None:
+        left[0] -= 1
+        if left[0]:
+            loop.call_soon(cb)
+        else:
+            done.set_result(None)
+
+    t0 = _clock()
+    loop.call_soon(cb)
     await done
     return (_clock() - t0) / n * 1e9
 
@@ -393,6 +416,7 @@ async def b_http(conns: int = 50, seconds: int = 2,
 # (name, coroutine factory, unit, higher is better)
 FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
     ("call_soon", b_call_soon, "ns/call", False),
+    ("iteration", b_iteration, "ns/iteration", False),
     ("timers", b_timers, "ns/timer", False),
     ("threadsafe-busy-1", lambda: b_threadsafe_busy(1), "ns/call", False),
     ("threadsafe-busy-4", lambda: b_threadsafe_busy(4), "ns/call", False),

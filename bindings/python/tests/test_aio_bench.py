@@ -1,6 +1,6 @@
-"""The HTTP families of evloop.aio_bench: wrk's output read right, a run with errors refused,
-and both servers (the minimal protocol, aiohttp's) answering wrk on evloop's loop (when wrk is
-installed)."""
+"""The families of evloop.aio_bench: the iteration chain runs to its end on each loop; wrk's
+output read right, a run with errors refused, and both HTTP servers (the minimal protocol,
+aiohttp's) answering wrk on evloop's loop (when wrk is installed)."""
 
 from __future__ import annotations
 
@@ -51,3 +51,13 @@ def test_aiohttps_server_answers_wrk_on_evloop():
         conns=10, seconds=1, serve=aio_bench._serve_aiohttp))
     assert rate > 0
     assert "http-aiohttp" in [f[0] for f in aio_bench.FAMILIES]
+
+
+def test_the_iteration_family_runs_its_chain_to_the_end_on_each_loop():
+    for name in aio_bench.LOOPS:
+        try:
+            aio_bench.loop_factory(name)
+        except ImportError:
+            continue  # uvloop is a benchmark-only extra
+        ns = aio_bench.run_on(name, lambda: aio_bench.b_iteration(n=2000))
+        assert ns > 0
