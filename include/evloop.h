@@ -49,10 +49,12 @@ typedef struct evloop_config {
     const char *profile;   /* a saved evloop_profile to start from (see evloop_autotune);
                               NULL: $EVLOOP_PROFILE if set and non-empty; "": none */
     const char *fence;     /* how a submit is ordered against the loop going to sleep:
-                              NULL or "auto" ($EVLOOP_FENCE if set, else "membarrier" where
-                              the kernel allows it, else "seq_cst"); "membarrier": producers
-                              pay a compiler barrier, the loop a membarrier() per sleep;
-                              "seq_cst": producers pay a full fence per submit */
+                              NULL or "auto" ($EVLOOP_FENCE if set; else the chunk variant
+                              "seq_cst", the arena variant "membarrier" where the kernel
+                              allows it, else "seq_cst"); "membarrier": producers pay a
+                              compiler barrier, the loop a membarrier() per sleep that could
+                              miss a submit; "seq_cst": producers pay a full fence per
+                              submit */
 } evloop_config;
 
 /* Counters of one loop, read with evloop_stats(). Counts are since evloop_new(). */
@@ -79,7 +81,8 @@ struct evloop_stats {
     bool profile_loaded;        /* evloop_new loaded a profile (config or $EVLOOP_PROFILE) */
     const char *fence;          /* "membarrier" or "seq_cst": chosen at evloop_new, fixed */
     const char *fence_reason;   /* "" for membarrier; else why producers fence (asked for,
-                                   membarrier refused, a ThreadSanitizer build) */
+                                   the chunk variant, membarrier refused, a ThreadSanitizer
+                                   build) */
     uint64_t lanes;             /* arena: producer lanes of the external queue now: one per
                                    thread that submitted, until the loop has drained and
                                    reclaimed it after the thread exited; chunk: 0 */

@@ -1,9 +1,11 @@
 /* evloop_submit and evloop_submit_internal: exactly-once and per-producer FIFO from several
  * threads, bursts far beyond the preallocated ingress, submissions from callbacks (never
- * nested), internal tasks before waiting external ones, and no lost wake-up. */
+ * nested), internal tasks before waiting external ones, no lost wake-up, and the fence that
+ * auto picks for each variant. */
 #include "test_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -486,6 +488,63 @@ static void test_a_producer_that_keeps_waking_the_loop_stops_costing_a_membarrie
     test_loop_free(loop);
 }
 
+/* The fence (evloop_stats().fence) of a loop made with cfg.fence = fence, $EVLOOP_FENCE =
+ * env (NULL: unset); NULL when evloop_new refused it with -ENOTSUP (membarrier unavailable). */
+static const char *fence_of(const char *fence, const char *env, char *reason, size_t cap)
+{
+    if (env)
+        setenv("EVLOOP_FENCE", env, 1);
+    else
+        unsetenv("EVLOOP_FENCE");
+    evloop_config cfg = test_config_no_spin();
+    cfg.fence = fence;
+    evloop *loop = NULL;
+    int r = evloop_new(&loop, &cfg);
+    if (r == -ENOTSUP)
+        return NULL;
+    assert_rc(r, 0);
+    struct evloop_stats st;
+    assert_rc(evloop_stats(loop, &st), 0);
+    const char *got = strcmp(st.fence, "seq_cst") == 0 ? "seq_cst" : "membarrier";
+    snprintf(reason, cap, "%s", st.fence_reason);
+    assert_rc(evloop_free(loop), 0);
+    return got;
+}
+
+/* Auto is the variant's pick: chunk loops take seq_cst (a fence per submit, which takes the
+ * queue's mutex anyway, against a membarrier() per sleep once anything was submitted); arena
+ * loops take membarrier where the kernel allows it (their lanes switch to fenced pushes by
+ * themselves). config.fence and, under auto, $EVLOOP_FENCE still decide when set. */
+static void test_auto_fence_is_the_variants_pick_and_config_or_env_override_it(void **state)
+{
+    (void)state;
+    const char *saved = getenv("EVLOOP_FENCE");
+    char *keep = saved ? strdup(saved) : NULL;
+    char reason[160];
+    const char *ingress = evloop_ingress();
+    const char *got = fence_of(NULL, NULL, reason, sizeof(reason));
+    printf("# %s, auto: %s (%s)\n", ingress, got, reason);
+    if (strcmp(ingress, "chunk") == 0) {
+        assert_string_equal(got, "seq_cst");
+        assert_non_null(strstr(reason, "chunk"));
+    } else {
+        assert_true(strcmp(got, "membarrier") == 0 || reason[0] != '\0');
+    }
+    assert_string_equal(fence_of("seq_cst", NULL, reason, sizeof(reason)), "seq_cst");
+    const char *asked = fence_of("membarrier", NULL, reason, sizeof(reason));
+    if (asked)
+        assert_string_equal(asked, "membarrier");
+    const char *by_env = fence_of(NULL, "membarrier", reason, sizeof(reason));
+    if (by_env)
+        assert_string_equal(by_env, "membarrier");
+    assert_string_equal(fence_of("auto", "seq_cst", reason, sizeof(reason)), "seq_cst");
+    if (keep)
+        setenv("EVLOOP_FENCE", keep, 1);
+    else
+        unsetenv("EVLOOP_FENCE");
+    free(keep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -507,6 +566,7 @@ int main(void)
         cmocka_unit_test(test_ping_pong_with_the_adaptive_spin_never_loses_a_wake_up),
         cmocka_unit_test(test_producers_each_waiting_for_their_own_task_never_lose_a_wake_up),
         cmocka_unit_test(test_a_producer_that_keeps_waking_the_loop_stops_costing_a_membarrier),
+        cmocka_unit_test(test_auto_fence_is_the_variants_pick_and_config_or_env_override_it),
     };
     test_require_backend();
     return cmocka_run_group_tests_name("submit", tests, NULL, NULL);

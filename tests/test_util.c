@@ -239,6 +239,18 @@ evloop_config test_config_no_spin(void)
     return cfg;
 }
 
+const char *test_fence_membarrier(void)
+{
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.fence = "membarrier";
+    evloop *loop = NULL;
+    if (evloop_new(&loop, &cfg) != 0)
+        return NULL;
+    evloop_free(loop);
+    return "membarrier";
+}
+
 void test_loop_free(evloop *loop)
 {
     assert_rc(evloop_free(loop), 0);

@@ -108,6 +108,10 @@ void test_require_backend(void);
 evloop *test_loop_new(const evloop_config *cfg);
 /* A config from evloop_config_init() with spin_ns = 0, so an idle loop sleeps at once. */
 evloop_config test_config_no_spin(void);
+/* "membarrier" where a loop can take it here (not under ThreadSanitizer, nor where the kernel
+ * refuses it), else NULL (auto): for tests of the membarrier pairing in either variant (the
+ * chunk variant's auto is seq_cst). */
+const char *test_fence_membarrier(void);
 /* evloop_free() must return 0; then every CHECK() made so far must have passed. */
 void test_loop_free(evloop *loop);
 

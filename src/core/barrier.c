@@ -67,12 +67,19 @@ static bool names(const char *s, const char *name)
     return s && strcmp(s, name) == 0;
 }
 
-int evloop__barrier_choose(const char *request, enum evloop__fence *fence, const char **why)
+int evloop__barrier_choose(const char *request, const char *auto_seq_cst,
+                           enum evloop__fence *fence, const char **why)
 {
     const char *env = getenv("EVLOOP_FENCE");
-    bool from_env = (!request || !*request || names(request, "auto")) && env && *env;
+    bool is_auto = !request || !*request || names(request, "auto");
+    bool from_env = is_auto && env && *env;
     const char *want = from_env ? env : request;
     *why = "";
+    if (is_auto && !from_env && auto_seq_cst) {
+        *fence = EVLOOP__FENCE_SEQ_CST;
+        *why = auto_seq_cst;
+        return 0;
+    }
     if (names(want, "seq_cst")) {
         *fence = EVLOOP__FENCE_SEQ_CST;
         *why = from_env ? "EVLOOP_FENCE=seq_cst" : "config asked for seq_cst";

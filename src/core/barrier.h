@@ -57,11 +57,14 @@ static inline void evloop__barrier_light(enum evloop__fence fence)
 void evloop__barrier_heavy(enum evloop__fence fence);
 
 /* Picks the mode for a new loop: request is the config's value (NULL or "auto",
- * "membarrier", "seq_cst"), overridden by $EVLOOP_FENCE when the config says auto. The
- * first membarrier choice registers the process (MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
- * once. Returns 0 with *fence and *why set (why: "" or why membarrier is not used), or
- * -EINVAL (unknown name) or -ENOTSUP ("membarrier" asked for and not available). */
-int evloop__barrier_choose(const char *request, enum evloop__fence *fence, const char **why);
+ * "membarrier", "seq_cst"), overridden by $EVLOOP_FENCE when the config says auto; auto is
+ * seq_cst when auto_seq_cst (the ingress variant's reason to prefer it, ingress.h) is not
+ * NULL, else membarrier where the kernel allows it. The first membarrier choice registers
+ * the process (MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) once. Returns 0 with *fence and
+ * *why set (why: "" or why membarrier is not used), or -EINVAL (unknown name) or -ENOTSUP
+ * ("membarrier" asked for and not available). */
+int evloop__barrier_choose(const char *request, const char *auto_seq_cst,
+                           enum evloop__fence *fence, const char **why);
 
 /* "membarrier" or "seq_cst". */
 const char *evloop__barrier_name(enum evloop__fence fence);

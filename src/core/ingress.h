@@ -99,4 +99,8 @@ uint64_t evloop__ingress_lanes(struct evloop__ingress *q);
 /* "arena" or "chunk". */
 const char *evloop__ingress_name(void);
 
+/* Why this variant's loops take the seq_cst fence when the config says auto (barrier.h),
+ * or NULL to take membarrier where the kernel allows it. */
+const char *evloop__ingress_auto_seq_cst(void);
+
 #endif

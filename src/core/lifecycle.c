@@ -112,7 +112,8 @@ static void notify(void *loop)
 
 static int create_parts(evloop *loop, const evloop_config *cfg, const struct evloop_profile *p)
 {
-    int r = evloop__sleep_init(&loop->sleep, cfg->fence, &loop->fence_why);
+    int r = evloop__sleep_init(&loop->sleep, cfg->fence, evloop__ingress_auto_seq_cst(),
+                               &loop->fence_why);
     if (r < 0)
         return r;
     enum evloop__fence fence = loop->sleep.fence;

@@ -6,7 +6,8 @@
 
 #include "sleep.h"
 
-int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const char **why)
+int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request,
+                       const char *auto_seq_cst, const char **why)
 {
     atomic_init(&s->word, EVLOOP__AWAKE);
     s->external_fd = -1;
@@ -18,7 +19,7 @@ int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const
      * before the handler ran. */
     s->word_wake_async_safe = strcmp(evloop__waker_name(), "condvar") != 0;
     s->signals_want_poller = !s->word_wake_async_safe || EVLOOP__TSAN;
-    int r = evloop__barrier_choose(fence_request, &s->fence, why);
+    int r = evloop__barrier_choose(fence_request, auto_seq_cst, &s->fence, why);
     if (r < 0)
         return r;
     return evloop__waker_new(&s->waker);

@@ -78,9 +78,11 @@ struct evloop__sleep {
     _Atomic uint64_t heavy_barriers; /* membarrier() calls the loop made (evloop_stats) */
 };
 
-/* fence_request: the config's fence name (barrier.h); *why receives "" or why producers
- * fence. Returns 0, -EINVAL, -ENOTSUP or -ENOMEM. */
-int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request, const char **why);
+/* fence_request: the config's fence name, auto_seq_cst: the ingress variant's reason to
+ * prefer seq_cst for auto, or NULL (barrier.h); *why receives "" or why producers fence.
+ * Returns 0, -EINVAL, -ENOTSUP or -ENOMEM. */
+int evloop__sleep_init(struct evloop__sleep *s, const char *fence_request,
+                       const char *auto_seq_cst, const char **why);
 void evloop__sleep_destroy(struct evloop__sleep *s);
 
 /* notify's slow half: the word read other than AWAKE. True when this call woke the loop. */

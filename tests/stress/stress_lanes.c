@@ -287,7 +287,7 @@ static void run_mixers(const char *fence)
 static void test_mixed_batches_keep_producer_order_with_membarrier(void **state)
 {
     (void)state;
-    run_mixers(NULL); /* the default: membarrier where available, seq_cst under TSan */
+    run_mixers(test_fence_membarrier()); /* where available; seq_cst under TSan */
 }
 
 static void test_mixed_batches_keep_producer_order_with_seq_cst_fences(void **state)

@@ -127,7 +127,9 @@ static void on_expiry(struct wake_rig *w, enum handoff kind, uint64_t round, uin
     _exit(1);
 }
 
-static const char *g_fence; /* evloop_config.fence of the rig's loop: NULL is the default */
+/* evloop_config.fence of the rig's loop: membarrier where available (set in main), or
+ * seq_cst for the fence tests */
+static const char *g_fence;
 
 static void rig_open(struct wake_rig *w, bool poller_mode)
 {
@@ -310,21 +312,24 @@ static void test_two_producers_racing_at_a_loop_asleep_in_the_poller_never_expir
 }
 
 /* The same rounds with producers paying a seq_cst fence (the fallback where membarrier is
- * refused); the tests above run the default, membarrier (seq_cst under TSan). */
+ * refused, and the chunk variant's auto); the tests above run membarrier where a loop can
+ * take it (seq_cst under TSan). */
 static void test_handoff_to_a_loop_asleep_on_its_word_with_fences_never_expires(void **state)
 {
     (void)state;
+    const char *was = g_fence;
     g_fence = "seq_cst";
     one_producer_rounds(false);
-    g_fence = NULL;
+    g_fence = was;
 }
 
 static void test_handoff_to_a_loop_asleep_in_the_poller_with_fences_never_expires(void **state)
 {
     (void)state;
+    const char *was = g_fence;
     g_fence = "seq_cst";
     one_producer_rounds(true);
-    g_fence = NULL;
+    g_fence = was;
 }
 
 int main(void)
@@ -338,5 +343,6 @@ int main(void)
         cmocka_unit_test(test_handoff_to_a_loop_asleep_in_the_poller_with_fences_never_expires),
     };
     test_require_backend();
+    g_fence = test_fence_membarrier();
     return cmocka_run_group_tests_name("stress_wake", tests, NULL, NULL);
 }

@@ -871,3 +871,9 @@ const char *evloop__ingress_name(void)
 {
     return "arena";
 }
+
+const char *evloop__ingress_auto_seq_cst(void)
+{
+    return NULL; /* membarrier: a lane's pushes stay fence-free, and its sleeps skip the heavy
+                    barrier once its producer fences (fenced mode, above) */
+}
