@@ -17,7 +17,9 @@
  * Wake protocol: the count store is the publication, ordered before the read of the sleep
  * word by the caller's evloop__sleep_notify() (light barrier) against the loop's heavy
  * barrier, as for the arena variant (sleep.h). The queue's first push fences in full, so
- * the loop may skip its heavy barrier until then (evloop__ingress_needs_heavy). */
+ * the loop may skip its heavy barrier until then (evloop__ingress_needs_heavy). That is the
+ * membarrier pairing, taken when asked for: under auto this variant's loops take seq_cst
+ * fences (evloop__ingress_auto_seq_cst), and never call membarrier(). */
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
@@ -366,8 +368,9 @@ const char *evloop__ingress_name(void)
 
 const char *evloop__ingress_auto_seq_cst(void)
 {
-    /* Measured on a 2-vCPU KVM guest: with membarrier, a loop that sleeps between fd events
-     * pays a membarrier() per sleep once anything was ever submitted (~10 us while another
-     * thread runs); a fence costs a submit, which takes the mutex anyway, a few ns. */
+    /* With membarrier, a loop that sleeps between fd events pays a membarrier() per sleep
+     * once anything was ever submitted (~10 us on a 2-vCPU KVM guest while another thread
+     * runs): ReadinessRoundTrip 15.2 us against 3.1 with a fence per submit, beside the mutex
+     * a submit takes anyway (bench/results/two-vcpu-chunk-fence.md). */
     return "chunk variant: a fence per submit costs less than a membarrier() per sleep";
 }
