@@ -3,8 +3,8 @@
  * the ns as they are; where it is missing (ENOSYS: *no_pwait2 is set and stays set) epoll_wait
  * rounds the timeout up to whole ms, so a timer never fires early. A zero or no timeout goes
  * to epoll_wait itself: on Linux 6.18 (KVM guest) epoll_pwait2 with a zero timespec costs
- * 350 ns against epoll_wait(0)'s 210 (and 740 against 575 with an event ready), and a busy
- * loop polls with a zero timeout on every tick.
+ * 319-371 ns against epoll_wait(0)'s 225-238 (709-778 against 603-613 with an event ready;
+ * bench/epoll_cost.c), and a busy loop polls with a zero timeout on every tick.
  *
  * A ThreadSanitizer build always uses epoll_wait. TSan defers a signal handler until its
  * thread next enters a function TSan intercepts, and runs the deferred ones when the thread
