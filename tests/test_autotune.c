@@ -5,15 +5,6 @@
  * directory under /tmp, removed at the end. */
 #include "test_util.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
-
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>

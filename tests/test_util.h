@@ -41,6 +41,17 @@
 #endif
 #define TEST_SIZE(n) ((n) / TEST_SLOWDOWN)
 
+/* RUNNING_ON_VALGRIND: true under valgrind (the memcheck.* tests), from valgrind's header,
+ * which the valgrind package installs; 0 where the header is missing (no memcheck then). */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 /* The ingress variant this executable is linked with, from CMake. */
 #ifndef EVLOOP_TEST_VARIANT
 #define EVLOOP_TEST_VARIANT "unknown"
