@@ -944,8 +944,8 @@ static void *signal_storm(void *arg)
  * itself; one CI run of memcheck.ops.arena.epoll (2026-11-26) stopped making progress in
  * this test for 600 s, until ctest killed it, with no deadline reached. Every wait here is
  * bounded (TEST_DEADLINE_MS) and both sockets are non-blocking, so a loop that stopped
- * answering fails in 10 s with a message; only the test thread not being run at all
- * explains 600 s of silence. 1,036 runs of this test under valgrind here, under load, and
+ * answering fails in 10 s with a message: in 600 s of silence the test thread itself never
+ * got to its next check (valgrind did not run it). 1,036 runs of this test under valgrind here, under load, and
  * 15,400 rounds of a plain-C storm against an epoll_wait thread did not hang again. The
  * storm runs in the plain, ASan+UBSan, TSan and condvar builds; memcheck still runs every
  * other ops test. */
