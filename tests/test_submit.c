@@ -531,6 +531,10 @@ static void test_auto_fence_is_the_variants_pick_and_config_or_env_override_it(v
         assert_true(strcmp(got, "membarrier") == 0 || reason[0] != '\0');
         assert_null(strstr(reason, "chunk"));
     }
+    char env_reason[160];
+    const char *env_auto = fence_of(NULL, "auto", env_reason, sizeof(env_reason));
+    assert_string_equal(env_auto, got); /* $EVLOOP_FENCE=auto is auto: the variant's pick */
+    assert_string_equal(env_reason, reason);
     assert_string_equal(fence_of("seq_cst", NULL, reason, sizeof(reason)), "seq_cst");
     const char *asked = fence_of("membarrier", NULL, reason, sizeof(reason));
     if (asked)

@@ -75,7 +75,7 @@ int evloop__barrier_choose(const char *request, const char *auto_seq_cst,
     bool from_env = is_auto && env && *env;
     const char *want = from_env ? env : request;
     *why = "";
-    if (is_auto && !from_env && auto_seq_cst) {
+    if (auto_seq_cst && (!want || !*want || names(want, "auto"))) { /* config and env: auto */
         *fence = EVLOOP__FENCE_SEQ_CST;
         *why = auto_seq_cst;
         return 0;
