@@ -7,12 +7,15 @@
 // stdlib's:
 // - _read_ready / _read_ready__data_received / _read_ready__get_buffer: recv in C (into one
 //   reusable buffer, then one bytes of the size read; after a large read on that fd straight
-//   into a bytes; or straight into the BufferedProtocol's buffer) and the protocol's data_received / buffer_updated called from C, with the stdlib's
+//   into a bytes; or straight into the BufferedProtocol's buffer) and the protocol's
+//   data_received / buffer_updated called from C, with the stdlib's
 //   checks and error messages; EOF goes to the stdlib's _read_ready__on_eof;
 // - write: when nothing is buffered and nothing special is pending (the stdlib's own fast
 //   case), send in C at once, and what is left buffered as the stdlib's write buffers it;
 //   anything else (a buffered transport, EOF written, a sendfile in progress, a lost
 //   connection, a bad argument) goes to the stdlib's write.
+// The transport's hot attributes are __slots__ of evloop's class, read at their offsets
+// (src/aio_slots.h); max_size, a class attribute, and the cold ones through PyObject_GetAttr.
 // Included once by src/module.cpp after aio_core.h; registered with _AioCore in _arena.
 #ifndef EVLOOP_PY_AIO_TRANSPORT_H
 #define EVLOOP_PY_AIO_TRANSPORT_H
@@ -25,6 +28,8 @@
 #include <vector>
 #include <sys/socket.h>
 #include <sys/types.h>
+
+#include "aio_slots.h"
 
 namespace EVLOOP_PY_MODULE {
 namespace aio {
@@ -58,10 +63,10 @@ struct FdBits {
 
 struct TransportGlobals {
     PyObject *std_write = nullptr; // _SelectorSocketTransport.write (the function)
-    PyObject *s_protocol, *s_conn_lost, *s_max_size, *s_read_ready_cb,
-        *s_data_received, *s_get_buffer, *s_buffer_updated, *s_on_eof, *s_fatal_error, *s_eof,
-        *s_empty_waiter, *s_buffer, *s_loop, *s_sock_fd, *s_write_ready, *s_add_writer, *s_extend,
-        *s_append, *s_maybe_pause;
+    PyObject *base_type = nullptr; // _AioStreamBase
+    PyObject *s_max_size, *s_data_received, *s_get_buffer, *s_buffer_updated, *s_on_eof,
+        *s_fatal_error, *s_loop, *s_write_ready, *s_add_writer, *s_extend, *s_append,
+        *s_maybe_pause;
     PyObject *m_read_fatal, *m_data_fatal, *m_get_buffer_fatal, *m_updated_fatal,
         *m_write_fatal;
     char *rbuf = nullptr; // the reusable receive buffer (GIL-protected; copied out before any
@@ -72,10 +77,10 @@ TransportGlobals gt;
 
 constexpr Py_ssize_t kRecvBuf = 256 * 1024; // the stdlib's max_size
 
-// An attribute's truth value: 1, 0, -1 with an exception set.
-int attr_true(PyObject *o, PyObject *name)
+// A slot attribute's truth value: 1, 0, -1 with an exception set.
+int attr_true(PyObject *o, SlotId id)
 {
-    PyObject *v = PyObject_GetAttr(o, name);
+    PyObject *v = slot_get(o, id);
     if (!v)
         return -1;
     int t = v == Py_False || v == Py_None ? 0 : v == Py_True ? 1 : PyObject_IsTrue(v);
@@ -87,12 +92,12 @@ int attr_true(PyObject *o, PyObject *name)
 // stdlib's transport sets to sock.fileno() when it is made and never changes. Every caller
 // has checked _conn_lost first: until the connection is lost the transport has not closed its
 // socket, and it owns it (create_connection's sock= hands the socket over; the socket that
-// get_extra_info gives cannot be closed). Reading it costs one attribute; self._sock.fileno()
-// cost an attribute, a method lookup and a call (callgrind, 1 KiB protocol echo: 500
-// instructions a call, twice a message).
+// get_extra_info gives cannot be closed). Reading it is a load (a slot, src/aio_slots.h);
+// self._sock.fileno() cost an attribute, a method lookup and a call (callgrind, 1 KiB
+// protocol echo: 500 instructions a call, twice a message).
 int sock_fd(PyObject *self)
 {
-    PyObject *f = PyObject_GetAttr(self, gt.s_sock_fd);
+    PyObject *f = slot_get(self, S_SOCK_FD);
     if (!f)
         return -2;
     long fd = PyLong_AsLong(f);
@@ -165,7 +170,7 @@ PyObject *on_eof(PyObject *self)
 // _read_ready__data_received: recv up to max_size, then protocol.data_received(data).
 PyObject *tr_data_received(PyObject *self, PyObject *)
 {
-    int lost = attr_true(self, gt.s_conn_lost);
+    int lost = attr_true(self, S_CONN_LOST);
     if (lost)
         return lost < 0 ? nullptr : Py_NewRef(Py_None);
     PyObject *ms = PyObject_GetAttr(self, gt.s_max_size); // inside the stdlib's try, as recv's
@@ -231,7 +236,7 @@ PyObject *tr_data_received(PyObject *self, PyObject *)
         if (n != max_size && _PyBytes_Resize(&data, n) < 0)
             return fatal(self, gt.m_read_fatal);
     }
-    PyObject *proto = PyObject_GetAttr(self, gt.s_protocol);
+    PyObject *proto = slot_get(self, S_PROTOCOL);
     PyObject *r = nullptr;
     if (proto) {
         PyObject *a[2] = {proto, data};
@@ -249,10 +254,10 @@ PyObject *tr_data_received(PyObject *self, PyObject *)
 // _read_ready__get_buffer: protocol.get_buffer(-1), recv into it, protocol.buffer_updated(n).
 PyObject *tr_get_buffer(PyObject *self, PyObject *)
 {
-    int lost = attr_true(self, gt.s_conn_lost);
+    int lost = attr_true(self, S_CONN_LOST);
     if (lost)
         return lost < 0 ? nullptr : Py_NewRef(Py_None);
-    PyObject *proto = PyObject_GetAttr(self, gt.s_protocol);
+    PyObject *proto = slot_get(self, S_PROTOCOL);
     if (!proto)
         return fatal(self, gt.m_get_buffer_fatal);
     PyObject *minus1 = PyLong_FromLong(-1);
@@ -320,7 +325,7 @@ PyObject *tr_get_buffer(PyObject *self, PyObject *)
 // called here directly when it is one of ours, bound to self.
 PyObject *tr_read_ready(PyObject *self, PyObject *)
 {
-    PyObject *cb = PyObject_GetAttr(self, gt.s_read_ready_cb);
+    PyObject *cb = slot_get(self, S_READ_READY_CB);
     if (!cb)
         return nullptr;
     if (PyCFunction_Check(cb) && PyCFunction_GET_SELF(cb) == self) {
@@ -349,7 +354,7 @@ PyObject *std_write(PyObject *self, PyObject *data)
 // memoryview(data)[n:] (data itself when nothing was sent).
 PyObject *buffer_rest(PyObject *self, PyObject *data, Py_ssize_t n)
 {
-    PyObject *buf = PyObject_GetAttr(self, gt.s_buffer);
+    PyObject *buf = slot_get(self, S_BUFFER);
     if (!buf)
         return nullptr;
     bool ba = PyByteArray_Check(buf);
@@ -364,7 +369,7 @@ PyObject *buffer_rest(PyObject *self, PyObject *data, Py_ssize_t n)
         Py_XDECREF(mv);
     }
     PyObject *loop = rest ? PyObject_GetAttr(self, gt.s_loop) : nullptr;
-    PyObject *fdo = loop ? PyObject_GetAttr(self, gt.s_sock_fd) : nullptr;
+    PyObject *fdo = loop ? slot_get(self, S_SOCK_FD) : nullptr;
     PyObject *wr = fdo ? PyObject_GetAttr(self, gt.s_write_ready) : nullptr;
     PyObject *r = nullptr;
     if (wr) {
@@ -404,19 +409,19 @@ PyObject *tr_write(PyObject *self, PyObject *data)
     }
     if (!flat)
         return std_write(self, data);
-    int t = attr_true(self, gt.s_eof);
+    int t = attr_true(self, S_EOF);
     if (t != 0)
         return t < 0 ? nullptr : std_write(self, data);
-    PyObject *w = PyObject_GetAttr(self, gt.s_empty_waiter);
+    PyObject *w = slot_get(self, S_EMPTY_WAITER);
     if (!w)
         return nullptr;
     Py_DECREF(w);
     if (w != Py_None)
         return std_write(self, data);
-    t = attr_true(self, gt.s_conn_lost);
+    t = attr_true(self, S_CONN_LOST);
     if (t != 0)
         return t < 0 ? nullptr : std_write(self, data);
-    PyObject *b = PyObject_GetAttr(self, gt.s_buffer);
+    PyObject *b = slot_get(self, S_BUFFER);
     if (!b)
         return nullptr;
     Py_ssize_t blen = PyObject_Size(b);
@@ -458,16 +463,23 @@ PyMethodDef transport_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-// _aio_transport_setup(stdlib_write): the stdlib transport's write, for what the fast path
-// leaves to it.
-PyObject *transport_setup(PyObject *, PyObject *write)
+// _aio_transport_setup(stdlib_write, cls): the stdlib transport's write, for what the fast
+// path leaves to it, and evloop's transport class, whose hot attributes are slots
+// (src/aio_slots.h).
+PyObject *transport_setup(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_XSETREF(gt.std_write, Py_NewRef(write));
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_aio_transport_setup(write, cls): 2 arguments");
+        return nullptr;
+    }
+    if (!slots_set_class(args[1], gt.base_type))
+        return nullptr;
+    Py_XSETREF(gt.std_write, Py_NewRef(args[0]));
     Py_RETURN_NONE;
 }
 
-PyMethodDef transport_setup_def = {"_aio_transport_setup", transport_setup, METH_O,
-                                   "_aio_transport_setup(_SelectorSocketTransport.write)."};
+PyMethodDef transport_setup_def = {
+    "_aio_transport_setup", EVLOOP_FASTKW(transport_setup), METH_FASTCALL, "_aio_transport_setup(_SelectorSocketTransport.write, _SocketTransport)."};
 
 // Registers _AioStreamBase and _aio_transport_setup in module m (the _arena module).
 void register_transport(PyObject *m)
@@ -475,20 +487,13 @@ void register_transport(PyObject *m)
     struct {
         PyObject **slot;
         const char *s;
-    } names[] = {{&gt.s_protocol, "_protocol"},
-                 {&gt.s_conn_lost, "_conn_lost"},
-                 {&gt.s_max_size, "max_size"},
-                 {&gt.s_read_ready_cb, "_read_ready_cb"},
+    } names[] = {{&gt.s_max_size, "max_size"},
                  {&gt.s_data_received, "data_received"},
                  {&gt.s_get_buffer, "get_buffer"},
                  {&gt.s_buffer_updated, "buffer_updated"},
                  {&gt.s_on_eof, "_read_ready__on_eof"},
                  {&gt.s_fatal_error, "_fatal_error"},
-                 {&gt.s_eof, "_eof"},
-                 {&gt.s_empty_waiter, "_empty_waiter"},
-                 {&gt.s_buffer, "_buffer"},
                  {&gt.s_loop, "_loop"},
-                 {&gt.s_sock_fd, "_sock_fd"},
                  {&gt.s_write_ready, "_write_ready"},
                  {&gt.s_add_writer, "_add_writer"},
                  {&gt.s_extend, "extend"},
@@ -502,15 +507,20 @@ void register_transport(PyObject *m)
     for (auto &n : names)
         if (!(*n.slot = PyUnicode_InternFromString(n.s)))
             throw pybind11::error_already_set();
-    static PyType_Slot slots[] = {
+    if (!slots_names_init())
+        throw pybind11::error_already_set();
+    static PyType_Slot type_slots[] = {
         {Py_tp_doc, const_cast<char *>("The native hot methods of evloop's socket transport "
                                        "(reading, and writing at once).")},
         {Py_tp_methods, transport_methods},
         {0, nullptr}};
     static PyType_Spec spec = {"evloop._arena._AioStreamBase", int(sizeof(PyObject)), 0,
-                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, slots};
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, type_slots};
     PyObject *tp = PyType_FromSpec(&spec);
-    if (!tp || PyModule_AddObject(m, "_AioStreamBase", tp) < 0)
+    if (!tp)
+        throw pybind11::error_already_set();
+    gt.base_type = Py_NewRef(tp);
+    if (PyModule_AddObject(m, "_AioStreamBase", tp) < 0)
         throw pybind11::error_already_set();
     PyObject *f = PyCFunction_New(&transport_setup_def, nullptr);
     if (!f || PyModule_AddObject(m, "_aio_transport_setup", f) < 0)

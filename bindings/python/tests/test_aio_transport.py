@@ -17,7 +17,7 @@ import pytest
 
 import evloop
 
-from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both
+from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both, raised
 
 DEADLINE = 20.0
 
@@ -145,6 +145,71 @@ def test_streams_use_the_native_transport(aloop):
         return got, native
 
     assert aloop.run_until_complete(main()) == (b"hello", True)
+
+
+# ------------------------------------------------------------------ the hot attributes
+
+HOT = ("_protocol", "_conn_lost", "_read_ready_cb", "_eof", "_empty_waiter", "_buffer",
+       "_sock_fd")
+
+
+def test_the_hot_attributes_are_slots_the_stdlib_code_uses(aloop):
+    tr, pr, b = _connect(aloop, lambda: Recorder([]))
+    try:
+        assert set(type(tr).__slots__) == set(HOT)
+        assert not set(HOT) & set(vars(tr))  # in the slots, not the instance's __dict__
+        assert tr._protocol is pr and tr._conn_lost == 0 and tr._eof is False
+        assert tr._sock_fd == tr.get_extra_info("socket").fileno()
+        tr.write(b"ping")  # the native write, reading them at their offsets
+        assert _drain_peer(b, 4) == b"ping"
+        tr.write_eof()  # the stdlib's code sets _eof in its slot
+        assert tr._eof is True
+        with pytest.raises(RuntimeError, match="Cannot call write.. after write_eof"):
+            tr.write(b"late")
+    finally:
+        tr.close()
+        aloop.run_until_complete(asyncio.sleep(0))
+        b.close()
+
+
+def test_a_hot_attribute_patched_on_the_class_is_read_through_the_patch(aloop):
+    """A property put on the class under a slot's name wins over the slot for every reader,
+    the native methods too (the class's version tag changes); put back, the slot serves
+    again."""
+    cls = evloop._aio._SocketTransport
+    tr, pr, b = _connect(aloop, lambda: Recorder([]))
+    saved = cls.__dict__["_empty_waiter"]
+    try:
+        tr.write(b"a")
+        assert _drain_peer(b, 1) == b"a"
+        cls._empty_waiter = property(lambda self: "sendfile in progress")
+        with pytest.raises(RuntimeError, match="unable to write; sendfile is in progress"):
+            tr.write(b"b")
+        cls._empty_waiter = saved
+        assert tr._empty_waiter is None
+        tr.write(b"c")
+        assert _drain_peer(b, 1) == b"c"
+    finally:
+        cls._empty_waiter = saved
+        tr.close()
+        aloop.run_until_complete(asyncio.sleep(0))
+        b.close()
+
+
+def test_a_deleted_hot_attribute_raises_attributeerror_as_the_stdlib():
+    def scenario(loop):
+        tr, pr, b = _connect(loop, lambda: Recorder([]))
+        del tr._conn_lost
+        exc = raised(lambda: tr.write(b"x"))
+        out = exc and (exc[0], exc[1].endswith("object has no attribute '_conn_lost'"))
+        tr._conn_lost = 0
+        tr.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        b.close()
+        return out
+
+    stock, ours = _both(scenario)
+    assert stock == ours == (AttributeError, True)
 
 
 # ------------------------------------------------------------------ reading
