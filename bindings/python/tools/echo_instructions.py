@@ -1,10 +1,11 @@
-"""User-space instructions per message of an asyncio echo server (protocol mode, 1 KiB,
-10 clients), counted by valgrind's callgrind: the count does not drift with the machine's
+"""User-space instructions per message of an asyncio echo server (1 KiB, 10 clients; protocol,
+streams or sock mode, as evloop.aio_bench's echo families), counted by valgrind's callgrind: the count does not drift with the machine's
 load as times do. The server runs under callgrind twice, for FEW and MANY round trips per
 client; (Ir(MANY) - Ir(FEW)) / (10 * (MANY - FEW)) is the cost of one message echoed, with
 start-up and shutdown cancelled out. The clients are a separate process, not counted.
 
-    python tools/echo_instructions.py [--loops evloop,uvloop,asyncio] [--few 200 --many 600]
+    python tools/echo_instructions.py [--loops evloop,uvloop,asyncio] [--mode protocol]
+                                      [--few 200 --many 600]
 
 Needs valgrind, and uvloop for its row. Prints one line per loop.
 """
@@ -22,8 +23,8 @@ import threading
 import time
 
 SERVER = r"""
-import asyncio, sys
-name, port_file = sys.argv[1], sys.argv[2]
+import asyncio, socket, sys
+name, port_file, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if name == "evloop":
     import evloop
     loop = evloop.new_event_loop()
@@ -35,6 +36,11 @@ else:
 done = loop.create_future()
 closed = [0]
 
+def one_closed():
+    closed[0] += 1
+    if closed[0] == 10 and not done.done():
+        done.set_result(None)
+
 class Echo(asyncio.Protocol):
     def connection_made(self, tr):
         self.tr = tr
@@ -43,17 +49,53 @@ class Echo(asyncio.Protocol):
         self.tr.write(data)
 
     def connection_lost(self, exc):
-        closed[0] += 1
-        if closed[0] == 10 and not done.done():
-            done.set_result(None)
+        one_closed()
+
+async def handle(r, w):
+    while True:
+        data = await r.read(65536)
+        if not data:
+            break
+        w.write(data)
+        await w.drain()
+    w.close()
+    one_closed()
+
+async def serve(c):
+    with c:
+        while True:
+            data = await loop.sock_recv(c, 65536)
+            if not data:
+                break
+            await loop.sock_sendall(c, data)
+    one_closed()
 
 async def main():
-    srv = await loop.create_server(Echo, "127.0.0.1", 0)
+    if mode == "protocol":
+        srv = await loop.create_server(Echo, "127.0.0.1", 0)
+    elif mode == "streams":
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    else:
+        srv = None
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(64)
+        lsock.setblocking(False)
+    port = (srv.sockets[0] if srv else lsock).getsockname()[1]
     with open(port_file, "w") as f:
-        f.write(str(srv.sockets[0].getsockname()[1]))
+        f.write(str(port))
+    if srv is None:
+        tasks = []
+        for _ in range(10):
+            c, _ = await loop.sock_accept(lsock)
+            c.setblocking(False)
+            tasks.append(loop.create_task(serve(c)))
     await done
-    srv.close()
-    await srv.wait_closed()
+    if srv is None:
+        lsock.close()
+    else:
+        srv.close()
+        await srv.wait_closed()
 
 loop.run_until_complete(main())
 loop.close()
@@ -94,7 +136,7 @@ def clients(port: int, rounds: int) -> None:
         raise RuntimeError(f"{len(errors)} of {CLIENTS} clients failed: {errors[0]!r}")
 
 
-def instructions(name: str, rounds: int, tmp: str) -> int:
+def instructions(name: str, rounds: int, tmp: str, mode: str) -> int:
     port_file = os.path.join(tmp, f"port.{name}.{rounds}")
     out = os.path.join(tmp, f"callgrind.{name}.{rounds}")
     script = os.path.join(tmp, "server.py")
@@ -103,7 +145,7 @@ def instructions(name: str, rounds: int, tmp: str) -> int:
     if os.path.exists(port_file):
         os.unlink(port_file)  # a loop named twice: never a port from its last run
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                             sys.executable, script, name, port_file],
+                             sys.executable, script, name, port_file, mode],
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (os.path.exists(port_file) and os.path.getsize(port_file)):
@@ -130,6 +172,7 @@ def instructions(name: str, rounds: int, tmp: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--loops", default="evloop,uvloop,asyncio")
+    ap.add_argument("--mode", default="protocol", choices=("protocol", "streams", "sock"))
     ap.add_argument("--few", type=int, default=200, help="round trips per client, first run")
     ap.add_argument("--many", type=int, default=600, help="round trips per client, second run")
     args = ap.parse_args()
@@ -137,8 +180,8 @@ def main() -> int:
         ap.error("need 1 <= --few < --many")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.loops.split(","):
-            few = instructions(name, args.few, tmp)
-            many = instructions(name, args.many, tmp)
+            few = instructions(name, args.few, tmp, args.mode)
+            many = instructions(name, args.many, tmp, args.mode)
             per = (many - few) / (CLIENTS * (args.many - args.few))
             print(f"{name:8} {per:8.0f} instructions per message "
                   f"({few:,} and {many:,} in all)", flush=True)
