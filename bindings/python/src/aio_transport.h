@@ -479,7 +479,8 @@ PyObject *transport_setup(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyMethodDef transport_setup_def = {
-    "_aio_transport_setup", EVLOOP_FASTKW(transport_setup), METH_FASTCALL, "_aio_transport_setup(_SelectorSocketTransport.write, _SocketTransport)."};
+    "_aio_transport_setup", EVLOOP_FASTKW(transport_setup), METH_FASTCALL,
+    "_aio_transport_setup(_SelectorSocketTransport.write, _SocketTransport)."};
 
 // Registers _AioStreamBase and _aio_transport_setup in module m (the _arena module).
 void register_transport(PyObject *m)

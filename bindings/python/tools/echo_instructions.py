@@ -1,6 +1,6 @@
 """User-space instructions per message of an asyncio echo server (1 KiB, 10 clients; protocol,
-streams or sock mode, as evloop.aio_bench's echo families), counted by valgrind's callgrind: the count does not drift with the machine's
-load as times do. The server runs under callgrind twice, for FEW and MANY round trips per
+streams or sock mode, as evloop.aio_bench's echo families), counted by valgrind's callgrind:
+the count does not drift with the machine's load as times do. The server runs under callgrind twice, for FEW and MANY round trips per
 client; (Ir(MANY) - Ir(FEW)) / (10 * (MANY - FEW)) is the cost of one message echoed, with
 start-up and shutdown cancelled out. The clients are a separate process, not counted.
 
