@@ -1,4 +1,5 @@
-// The stdlib transport's hot attributes, read as C fields (src/aio_transport.h's callers).
+// The stdlib transport's hot attributes, read as C fields by the native methods of
+// src/aio_transport.h.
 //
 // evloop's socket transport (evloop/_aio.py, _SocketTransport) declares the attributes its
 // native methods read on every message as __slots__: _protocol, _conn_lost, _read_ready_cb,
