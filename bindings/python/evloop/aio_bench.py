@@ -251,8 +251,19 @@ print(sum(counts) / dt, sum(counts))
 """
 
 
-async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float = 1.0) -> float:
+async def start_echo_server(mode: str, closed: Optional[Callable[[], None]] = None
+                            ) -> Tuple[int, Callable[[], Any]]:
+    """An echo server on the running loop, on 127.0.0.1: "protocol" (an asyncio.Protocol
+    writing back what it receives), "streams" (start_server, read then write and drain) or
+    "sock" (sock_accept, then sock_recv / sock_sendall per connection). closed(), when given,
+    is called as each connection ends. Returns its port and a coroutine function that stops
+    it (tools/echo_instructions.py runs the same server under callgrind)."""
     loop = asyncio.get_running_loop()
+
+    def one_closed() -> None:
+        if closed is not None:
+            closed()
+
     if mode == "protocol":
         class Echo(asyncio.Protocol):
             def connection_made(self, tr: Any) -> None:
@@ -260,6 +271,9 @@ async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float 
 
             def data_received(self, data: bytes) -> None:
                 self.tr.write(data)
+
+            def connection_lost(self, exc: Optional[BaseException]) -> None:
+                one_closed()
 
         srv = await loop.create_server(Echo, "127.0.0.1", 0)
     elif mode == "streams":
@@ -271,9 +285,10 @@ async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float 
                 w.write(data)
                 await w.drain()
             w.close()
+            one_closed()
 
         srv = await asyncio.start_server(handle, "127.0.0.1", 0)
-    else:
+    elif mode == "sock":
         lsock = socket.socket()
         lsock.bind(("127.0.0.1", 0))
         lsock.listen(64)
@@ -287,6 +302,7 @@ async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float 
                     if not data:
                         break
                     await loop.sock_sendall(c, data)
+            one_closed()
 
         async def acceptor() -> None:
             while True:
@@ -295,22 +311,34 @@ async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float 
                 conns.append(loop.create_task(serve(c)))
 
         acc = loop.create_task(acceptor())
-    port = (srv.sockets[0] if mode != "sock" else lsock).getsockname()[1]
+
+        async def stop_sock() -> None:
+            acc.cancel()
+            for t in conns:
+                t.cancel()
+            await asyncio.gather(acc, *conns, return_exceptions=True)
+            lsock.close()
+
+        return lsock.getsockname()[1], stop_sock
+    else:
+        raise ValueError(f"unknown echo mode {mode!r}")
+
+    async def stop() -> None:
+        srv.close()
+        await srv.wait_closed()
+
+    return srv.sockets[0].getsockname()[1], stop
+
+
+async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float = 1.0) -> float:
+    port, stop = await start_echo_server(mode)
     cpu0 = time.process_time()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", ECHO_CLIENT, str(port), str(size), str(clients), str(seconds),
         stdout=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
     cpu = time.process_time() - cpu0
-    if mode != "sock":
-        srv.close()
-        await srv.wait_closed()
-    else:
-        acc.cancel()
-        for t in conns:
-            t.cancel()
-        await asyncio.gather(acc, *conns, return_exceptions=True)
-        lsock.close()
+    await stop()
     rate, count = out.split()
     global last_echo_count
     last_echo_count = int(count)

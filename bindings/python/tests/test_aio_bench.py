@@ -1,13 +1,16 @@
-"""The families of evloop.aio_bench: the iteration chain runs to its end on each loop; wrk's
-output read right, a run with errors refused, and both HTTP servers (the minimal protocol,
-aiohttp's) answering wrk on evloop's loop (when wrk is installed)."""
+"""The families of evloop.aio_bench: the iteration chain runs to its end on each loop; the echo
+server echoes in its three modes; wrk's output read right, a run with errors refused, and both
+HTTP servers (the minimal protocol, aiohttp's) answering wrk on evloop's loop (when wrk is
+installed)."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 import pytest
 
+import evloop
 from evloop import aio_bench
 
 CLEAN = """Running 2s test @ http://127.0.0.1:4242/
@@ -61,3 +64,37 @@ def test_the_iteration_family_runs_its_chain_to_the_end_on_each_loop():
             continue  # uvloop is a benchmark-only extra
         ns = aio_bench.run_on(name, lambda: aio_bench.b_iteration(n=2000))
         assert ns > 0
+
+
+@pytest.mark.parametrize("mode", ["protocol", "streams", "sock"])
+def test_the_echo_server_echoes_in_each_mode_and_reports_each_close(mode):
+    """start_echo_server, the echo families' server (and tools/echo_instructions.py's): two
+    clients' bytes come back whole, and closed() runs once per connection that ends."""
+
+    async def main():
+        closed = []
+        port, stop = await aio_bench.start_echo_server(mode, lambda: closed.append(1))
+        got = []
+        for payload in (b"x" * 3000, b"hello"):
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(payload)
+            got.append(await asyncio.wait_for(r.readexactly(len(payload)), 20))
+            w.close()
+            await w.wait_closed()
+        for _ in range(2000):
+            if len(closed) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await stop()
+        return got, len(closed)
+
+    loop = evloop.new_event_loop()
+    try:
+        assert loop.run_until_complete(main()) == ([b"x" * 3000, b"hello"], 2)
+    finally:
+        loop.close()
+
+
+def test_an_unknown_echo_mode_is_refused():
+    with pytest.raises(ValueError, match="unknown echo mode 'udp'"):
+        asyncio.run(aio_bench.start_echo_server("udp"))

@@ -1,13 +1,15 @@
 """User-space instructions per message of an asyncio echo server (1 KiB, 10 clients; protocol,
 streams or sock mode, as evloop.aio_bench's echo families), counted by valgrind's callgrind:
-the count does not drift with the machine's load as times do. The server runs under callgrind twice, for FEW and MANY round trips per
-client; (Ir(MANY) - Ir(FEW)) / (10 * (MANY - FEW)) is the cost of one message echoed, with
-start-up and shutdown cancelled out. The clients are a separate process, not counted.
+the count does not drift with the machine's load as times do. The server runs under callgrind
+twice, for FEW and MANY round trips per client; (Ir(MANY) - Ir(FEW)) / (10 * (MANY - FEW)) is
+the cost of one message echoed, with start-up and shutdown cancelled out. The clients are a
+separate process, not counted.
 
     python tools/echo_instructions.py [--loops evloop,uvloop,asyncio] [--mode protocol]
                                       [--few 200 --many 600]
 
-Needs valgrind, and uvloop for its row. Prints one line per loop.
+Needs valgrind, the evloop package (its echo server, evloop.aio_bench.start_echo_server, runs
+for every loop), and uvloop for its row. Prints one line per loop.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import threading
 import time
 
 SERVER = r"""
-import asyncio, socket, sys
+import asyncio, sys
 name, port_file, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 if name == "evloop":
     import evloop
@@ -33,6 +35,7 @@ elif name == "uvloop":
     loop = uvloop.new_event_loop()
 else:
     loop = asyncio.new_event_loop()
+from evloop.aio_bench import start_echo_server
 done = loop.create_future()
 closed = [0]
 
@@ -41,61 +44,12 @@ def one_closed():
     if closed[0] == 10 and not done.done():
         done.set_result(None)
 
-class Echo(asyncio.Protocol):
-    def connection_made(self, tr):
-        self.tr = tr
-
-    def data_received(self, data):
-        self.tr.write(data)
-
-    def connection_lost(self, exc):
-        one_closed()
-
-async def handle(r, w):
-    while True:
-        data = await r.read(65536)
-        if not data:
-            break
-        w.write(data)
-        await w.drain()
-    w.close()
-    one_closed()
-
-async def serve(c):
-    with c:
-        while True:
-            data = await loop.sock_recv(c, 65536)
-            if not data:
-                break
-            await loop.sock_sendall(c, data)
-    one_closed()
-
 async def main():
-    if mode == "protocol":
-        srv = await loop.create_server(Echo, "127.0.0.1", 0)
-    elif mode == "streams":
-        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
-    else:
-        srv = None
-        lsock = socket.socket()
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(64)
-        lsock.setblocking(False)
-    port = (srv.sockets[0] if srv else lsock).getsockname()[1]
+    port, stop = await start_echo_server(mode, one_closed)
     with open(port_file, "w") as f:
         f.write(str(port))
-    if srv is None:
-        tasks = []
-        for _ in range(10):
-            c, _ = await loop.sock_accept(lsock)
-            c.setblocking(False)
-            tasks.append(loop.create_task(serve(c)))
     await done
-    if srv is None:
-        lsock.close()
-    else:
-        srv.close()
-        await srv.wait_closed()
+    await stop()
 
 loop.run_until_complete(main())
 loop.close()
