@@ -74,8 +74,9 @@ int evloop__barrier_choose(const char *request, const char *auto_seq_cst,
     bool is_auto = !request || !*request || names(request, "auto");
     bool from_env = is_auto && env && *env;
     const char *want = from_env ? env : request;
+    bool want_auto = !want || !*want || names(want, "auto"); /* config and env both say auto */
     *why = "";
-    if (auto_seq_cst && (!want || !*want || names(want, "auto"))) { /* config and env: auto */
+    if (auto_seq_cst && want_auto) {
         *fence = EVLOOP__FENCE_SEQ_CST;
         *why = auto_seq_cst;
         return 0;
@@ -85,7 +86,7 @@ int evloop__barrier_choose(const char *request, const char *auto_seq_cst,
         *why = from_env ? "EVLOOP_FENCE=seq_cst" : "config asked for seq_cst";
         return 0;
     }
-    if (want && *want && !names(want, "auto") && !names(want, "membarrier"))
+    if (!want_auto && !names(want, "membarrier"))
         return evloop__error_set(-EINVAL, "%s \"%s\": unknown fence (auto, membarrier, seq_cst)",
                                  from_env ? "EVLOOP_FENCE" : "config.fence", want);
     pthread_once(&register_once, register_membarrier);
