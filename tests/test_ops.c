@@ -945,10 +945,10 @@ static void *signal_storm(void *arg)
  * this test for 600 s, until ctest killed it, with no deadline reached. Every wait here is
  * bounded (TEST_DEADLINE_MS) and both sockets are non-blocking, so a loop that stopped
  * answering fails in 10 s with a message: in 600 s of silence the test thread itself never
- * got to its next check (valgrind did not run it). 1,036 runs of this test under valgrind here, under load, and
- * 15,400 rounds of a plain-C storm against an epoll_wait thread did not hang again. The
- * storm runs in the plain, ASan+UBSan, TSan and condvar builds; memcheck still runs every
- * other ops test. */
+ * got to its next check (the likeliest reading: valgrind did not run it). 1,036 runs of
+ * this test under valgrind here, under load, and 15,400 rounds of a plain-C storm against
+ * an epoll_wait thread did not hang again. The storm runs in the plain, ASan+UBSan, TSan
+ * and condvar builds; memcheck still runs every other ops test. */
 static void test_ops_survive_a_signal_storm_on_the_loop_thread(void **state)
 {
     (void)state;
