@@ -33,12 +33,15 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import inspect
 import math
 import os
 import selectors
+import socket
 import sys
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tuple, TypeVar
 
@@ -59,6 +62,7 @@ _C_WRITE = _arena.WRITABLE
 # As the stdlib's epoll selector reads them: hang-up and error wake both directions.
 _C_ANY_READ = _arena.READABLE | _arena.HANGUP | _arena.ERROR
 _C_ANY_WRITE = _arena.WRITABLE | _arena.HANGUP | _arena.ERROR
+_INT_MAX = 2**31 - 1
 
 
 def _fileobj_to_fd(fileobj: Any) -> int:
@@ -152,6 +156,8 @@ class _EvloopSelector(selectors.BaseSelector):
         fd = _fileobj_to_fd(fileobj)
         if fd in self._keys:
             raise KeyError(f"{fileobj!r} (FD {fd}) is already registered")
+        if fd > _INT_MAX:  # as the stdlib's epoll selector refuses it
+            raise OverflowError("Python int too large to convert to C int")
         try:
             self._live().io_add_native(fd, _c_events(events))
         except Error as e:
@@ -392,6 +398,12 @@ class _SocketTransport(_arena._AioStreamBase, _StdSocketTransport):  # type: ign
 
 
 _arena._aio_transport_setup(_StdSocketTransport.write, _SocketTransport)
+_StdLoop = asyncio.selector_events.BaseSelectorEventLoop
+_arena._aio_fds_setup(selectors.SelectorKey, _StdLoop._add_reader, _StdLoop._add_writer,
+                      _StdLoop._remove_reader, _StdLoop._remove_writer)
+_arena._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
+                       weakref.WeakValueDictionary, _StdLoop._ensure_fd_no_transport,
+                       _StdLoop._sock_recv)
 
 
 class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
@@ -456,6 +468,33 @@ class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[mis
         if type(tr) is not _DatagramTransport:  # the same object layout: only the class
             tr.__class__ = _DatagramTransport
         return tr
+
+    async def sock_recv(self, sock: Any, n: int) -> bytes:
+        """Receive up to n bytes from the socket (the stdlib's sock_recv; for a plain
+        socket.socket outside debug mode the recv, the wait and the callbacks are in C,
+        src/aio_sock.h)."""
+        r = self._evloop_sock_recv(sock, n)
+        if r.__class__ is bytes:
+            return r  # type: ignore[no-any-return]
+        if r is NotImplemented:
+            return await _StdLoop.sock_recv(self, sock, n)  # type: ignore[no-any-return]
+        return await r  # type: ignore[no-any-return]
+
+    async def sock_sendall(self, sock: Any, data: Any) -> None:
+        """Send all of data on the socket (the stdlib's sock_sendall; for a plain
+        socket.socket outside debug mode the first send is made in C)."""
+        n = self._evloop_sock_send(sock, data)
+        if n < 0:
+            return await _StdLoop.sock_sendall(self, sock, data)  # type: ignore[no-any-return]
+        if n == len(data):
+            return None
+        # the rest as the stdlib sends it: a writer that sends what is left at each readiness
+        fut = self.create_future()
+        fd = sock.fileno()
+        self._ensure_fd_no_transport(fd)
+        handle = self._add_writer(fd, self._sock_sendall, fut, sock, memoryview(data), [n])
+        fut.add_done_callback(functools.partial(self._sock_write_done, fd, handle=handle))
+        return await fut  # type: ignore[no-any-return]
 
     @property
     def evloop_backend(self) -> str:

@@ -60,6 +60,12 @@ struct AioOps {
     int (*wake)(PyObject *raw);
     // The readiness recorded by the last run_once (see IoReady).
     IoReady *(*io_ready)(PyObject *raw);
+    // evloop_io_add (readiness recorded in IoReady), _modify, _remove for the asyncio
+    // selector's fds (src/aio_fds.h): 0 or a negative errno, -ESHUTDOWN once the RawLoop is
+    // freed; never set a Python exception.
+    int (*io_add)(PyObject *raw, int fd, unsigned events);
+    int (*io_modify)(PyObject *raw, int fd, unsigned events);
+    int (*io_remove)(PyObject *raw, int fd);
 };
 
 namespace aio {
@@ -1442,31 +1448,40 @@ PyObject *setup(PyObject *, PyObject *const *argv, Py_ssize_t n)
 PyMethodDef setup_def = {"_aio_setup", EVLOOP_FASTKW(setup), METH_FASTCALL,
                          "_aio_setup(Handle, TimerHandle, callback_failed, run_debug)."};
 
+// A name the native paths look up, interned once at registration.
+struct Name {
+    PyObject **slot;
+    const char *s;
+};
+
+template <size_t N>
+void intern_names(const Name (&names)[N])
+{
+    for (const Name &n : names)
+        if (!(*n.slot = PyUnicode_InternFromString(n.s)))
+            throw pybind11::error_already_set();
+}
+
 // Registers _AioCore and _aio_setup in module m (the _arena module).
 void register_core(PyObject *m)
 {
-    struct {
-        PyObject **slot;
-        const char *s;
-    } names[] = {{&g.s_context, "context"},
-                 {&g.s_check_thread, "_check_thread"},
-                 {&g.s_check_callback, "_check_callback"},
-                 {&g.s_write_to_self, "_write_to_self"},
-                 {&g.s_process_events, "_process_events"},
-                 {&g.s_select, "select"},
-                 {&g.s_remove_reader, "_remove_reader"},
-                 {&g.s_remove_writer, "_remove_writer"},
-                 {&g.s_time, "time"},
-                 {&g.s_run, "_run"},
-                 {&g.s_events, "_evloop_events"},
-                 {&g.s_cancelled, "_cancelled"},
-                 {&g.s_scheduled, "_scheduled"},
-                 {&g.s_call_soon, "call_soon"},
-                 {&g.s_call_soon_threadsafe, "call_soon_threadsafe"},
-                 {&g.s_call_at, "call_at"}};
-    for (auto &n : names)
-        if (!(*n.slot = PyUnicode_InternFromString(n.s)))
-            throw pybind11::error_already_set();
+    const Name names[] = {{&g.s_context, "context"},
+                          {&g.s_check_thread, "_check_thread"},
+                          {&g.s_check_callback, "_check_callback"},
+                          {&g.s_write_to_self, "_write_to_self"},
+                          {&g.s_process_events, "_process_events"},
+                          {&g.s_select, "select"},
+                          {&g.s_remove_reader, "_remove_reader"},
+                          {&g.s_remove_writer, "_remove_writer"},
+                          {&g.s_time, "time"},
+                          {&g.s_run, "_run"},
+                          {&g.s_events, "_evloop_events"},
+                          {&g.s_cancelled, "_cancelled"},
+                          {&g.s_scheduled, "_scheduled"},
+                          {&g.s_call_soon, "call_soon"},
+                          {&g.s_call_soon_threadsafe, "call_soon_threadsafe"},
+                          {&g.s_call_at, "call_at"}};
+    intern_names(names);
     static PyType_Slot slots[] = {
         {Py_tp_doc,
          const_cast<char *>("The native part of evloop.EventLoop: ready queue, timer heap, "

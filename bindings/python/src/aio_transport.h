@@ -485,29 +485,27 @@ PyMethodDef transport_setup_def = {
 // Registers _AioStreamBase and _aio_transport_setup in module m (the _arena module).
 void register_transport(PyObject *m)
 {
-    struct {
-        PyObject **slot;
-        const char *s;
-    } names[] = {{&gt.s_max_size, "max_size"},
-                 {&gt.s_data_received, "data_received"},
-                 {&gt.s_get_buffer, "get_buffer"},
-                 {&gt.s_buffer_updated, "buffer_updated"},
-                 {&gt.s_on_eof, "_read_ready__on_eof"},
-                 {&gt.s_fatal_error, "_fatal_error"},
-                 {&gt.s_loop, "_loop"},
-                 {&gt.s_write_ready, "_write_ready"},
-                 {&gt.s_add_writer, "_add_writer"},
-                 {&gt.s_extend, "extend"},
-                 {&gt.s_append, "append"},
-                 {&gt.s_maybe_pause, "_maybe_pause_protocol"},
-                 {&gt.m_read_fatal, "Fatal read error on socket transport"},
-                 {&gt.m_data_fatal, "Fatal error: protocol.data_received() call failed."},
-                 {&gt.m_get_buffer_fatal, "Fatal error: protocol.get_buffer() call failed."},
-                 {&gt.m_updated_fatal, "Fatal error: protocol.buffer_updated() call failed."},
-                 {&gt.m_write_fatal, "Fatal write error on socket transport"}};
-    for (auto &n : names)
-        if (!(*n.slot = PyUnicode_InternFromString(n.s)))
-            throw pybind11::error_already_set();
+    const Name names[] = {{&gt.s_max_size, "max_size"},
+                          {&gt.s_data_received, "data_received"},
+                          {&gt.s_get_buffer, "get_buffer"},
+                          {&gt.s_buffer_updated, "buffer_updated"},
+                          {&gt.s_on_eof, "_read_ready__on_eof"},
+                          {&gt.s_fatal_error, "_fatal_error"},
+                          {&gt.s_loop, "_loop"},
+                          {&gt.s_write_ready, "_write_ready"},
+                          {&gt.s_add_writer, "_add_writer"},
+                          {&gt.s_extend, "extend"},
+                          {&gt.s_append, "append"},
+                          {&gt.s_maybe_pause, "_maybe_pause_protocol"},
+                          {&gt.m_read_fatal, "Fatal read error on socket transport"},
+                          {&gt.m_data_fatal,
+                           "Fatal error: protocol.data_received() call failed."},
+                          {&gt.m_get_buffer_fatal,
+                           "Fatal error: protocol.get_buffer() call failed."},
+                          {&gt.m_updated_fatal,
+                           "Fatal error: protocol.buffer_updated() call failed."},
+                          {&gt.m_write_fatal, "Fatal write error on socket transport"}};
+    intern_names(names);
     if (!slots_names_init())
         throw pybind11::error_already_set();
     static PyType_Slot type_slots[] = {

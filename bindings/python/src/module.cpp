@@ -50,6 +50,8 @@ extern "C" {
 #include "fastpath.h"
 #include "aio_core.h"
 #include "aio_transport.h"
+#include "aio_fds.h"
+#include "aio_sock.h"
 
 namespace EVLOOP_PY_MODULE {
 
@@ -559,7 +561,36 @@ IoReady *aio_io_ready(PyObject *raw)
                 ->aio_io;
 }
 
-AioOps g_aio_ops = {sizeof(AioOps), nullptr, aio_poll, aio_wake, aio_io_ready};
+evloop *aio_loop(PyObject *raw)
+{
+    RawLoop *l =
+        reinterpret_cast<py::detail::instance *>(raw)->get_value_and_holder().value_ptr<RawLoop>();
+    return l ? l->raw() : nullptr;
+}
+
+// The fds of the asyncio selector: added as io_add_native adds them (no Python object as the
+// C arg, so RawLoop::fds_ has nothing to drop on removal); the GIL is kept, as the native
+// callback never takes it.
+int aio_io_add(PyObject *raw, int fd, unsigned events)
+{
+    evloop *l = aio_loop(raw);
+    return l ? evloop_io_add(l, fd, events, io_native_trampoline, &g_native_io) : -ESHUTDOWN;
+}
+
+int aio_io_modify(PyObject *raw, int fd, unsigned events)
+{
+    evloop *l = aio_loop(raw);
+    return l ? evloop_io_modify(l, fd, events) : -ESHUTDOWN;
+}
+
+int aio_io_remove(PyObject *raw, int fd)
+{
+    evloop *l = aio_loop(raw);
+    return l ? evloop_io_remove(l, fd) : -ESHUTDOWN;
+}
+
+AioOps g_aio_ops = {sizeof(AioOps), nullptr,     aio_poll,      aio_wake,
+                    aio_io_ready,   aio_io_add,  aio_io_modify, aio_io_remove};
 
 py::dict profile_dict(const evloop_profile &p)
 {
@@ -705,6 +736,8 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     if (std::string(EVLOOP_PY_VARIANT) == "arena") { // one _AioCore type, for either variant
         aio::register_core(m.ptr());
         aio::register_transport(m.ptr());
+        aio::register_fds(m.ptr());
+        aio::register_sock(m.ptr());
     }
 
 #ifdef EVLOOP_PY_WITH_BENCH
