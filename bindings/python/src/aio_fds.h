@@ -46,8 +46,8 @@ int fast_fd(Core *self, PyObject *fdo)
     return overflow || fd < 0 || fd > INT32_MAX ? -1 : int(fd);
 }
 
-// The stdlib's method `which` on (self, *argv).
-PyObject *call_std(Core *self, int which, PyObject *const *argv, Py_ssize_t n)
+// fn(self, *argv).
+PyObject *call_with_self(PyObject *fn, Core *self, PyObject *const *argv, Py_ssize_t n)
 {
     PyObject *small[8];
     PyObject **a = n + 1 <= 8 ? small : PyMem_New(PyObject *, size_t(n + 1));
@@ -56,10 +56,16 @@ PyObject *call_std(Core *self, int which, PyObject *const *argv, Py_ssize_t n)
     a[0] = reinterpret_cast<PyObject *>(self);
     for (Py_ssize_t i = 0; i < n; i++)
         a[i + 1] = argv[i];
-    PyObject *r = PyObject_Vectorcall(gf.std[which], a, size_t(n + 1), nullptr);
+    PyObject *r = PyObject_Vectorcall(fn, a, size_t(n + 1), nullptr);
     if (a != small)
         PyMem_Free(a);
     return r;
+}
+
+// The stdlib's method `which` on (self, *argv).
+PyObject *call_std(Core *self, int which, PyObject *const *argv, Py_ssize_t n)
+{
+    return call_with_self(gf.std[which], self, argv, n);
 }
 
 // SelectorKey(fileobj, fd, events, (reader, writer)); new reference or nullptr.
@@ -160,8 +166,6 @@ PyObject *add_rw(PyObject *me, PyObject *const *argv, Py_ssize_t n, int which)
         Py_DECREF(h);
         return nullptr;
     }
-    Py_XINCREF(key);
-    PyObject *fresh = nullptr, *old = Py_None;
     if (!key) {
         int r = self->ops->io_add(self->raw, fd, c_events(bit));
         if (r == -ESHUTDOWN) { // the selector was closed: its own error, from the stdlib's path
@@ -172,40 +176,42 @@ PyObject *add_rw(PyObject *me, PyObject *const *argv, Py_ssize_t n, int which)
             Py_DECREF(h);
             return os_error(r);
         }
-        fresh = which == kAddReader ? new_key(fdo, fdo, bit, h, Py_None)
-                                    : new_key(fdo, fdo, bit, Py_None, h);
-    } else {
-        long mask;
-        PyObject *reader, *writer;
-        if (!parse_key(key, &mask, &reader, &writer)) {
+        PyObject *fresh = which == kAddReader ? new_key(fdo, fdo, bit, h, Py_None)
+                                              : new_key(fdo, fdo, bit, Py_None, h);
+        if (!fresh || PyDict_SetItem(self->sel_keys, fdo, fresh) < 0) {
+            Py_XDECREF(fresh); // no key: the poller must not keep the fd either
+            Py_DECREF(h);
+            self->ops->io_remove(self->raw, fd);
+            return nullptr;
+        }
+        Py_DECREF(fresh);
+        return h;
+    }
+    // The fd has a key: its events widened if need be, the handle replaced.
+    long mask;
+    PyObject *reader, *writer;
+    if (!parse_key(key, &mask, &reader, &writer)) {
+        Py_DECREF(h);
+        return call_std(self, which, argv, n);
+    }
+    Py_INCREF(key);
+    if ((mask | bit) != mask) {
+        int r = self->ops->io_modify(self->raw, fd, c_events(mask | bit));
+        if (r < 0) {
             Py_DECREF(key);
             Py_DECREF(h);
-            return call_std(self, which, argv, n);
+            return r == -ESHUTDOWN ? call_std(self, which, argv, n) : os_error(r);
         }
-        if ((mask | bit) != mask) {
-            int r = self->ops->io_modify(self->raw, fd, c_events(mask | bit));
-            if (r == -ESHUTDOWN) {
-                Py_DECREF(key);
-                Py_DECREF(h);
-                return call_std(self, which, argv, n);
-            }
-            if (r < 0) {
-                Py_DECREF(key);
-                Py_DECREF(h);
-                return os_error(r);
-            }
-        }
-        old = which == kAddReader ? reader : writer;
-        fresh = which == kAddReader
-                    ? new_key(PyTuple_GET_ITEM(key, 0), PyTuple_GET_ITEM(key, 1), mask | bit, h,
-                              writer)
-                    : new_key(PyTuple_GET_ITEM(key, 0), PyTuple_GET_ITEM(key, 1), mask | bit,
-                              reader, h);
     }
+    PyObject *old = which == kAddReader ? reader : writer;
+    PyObject *fresh =
+        which == kAddReader
+            ? new_key(PyTuple_GET_ITEM(key, 0), PyTuple_GET_ITEM(key, 1), mask | bit, h, writer)
+            : new_key(PyTuple_GET_ITEM(key, 0), PyTuple_GET_ITEM(key, 1), mask | bit, reader, h);
     Py_INCREF(old); // the key dropped below may hold its last reference
     int r = fresh ? PyDict_SetItem(self->sel_keys, fdo, fresh) : -1;
     Py_XDECREF(fresh);
-    Py_XDECREF(key);
+    Py_DECREF(key);
     if (r == 0 && old != Py_None)
         r = cancel_handle(self, old);
     Py_DECREF(old);

@@ -148,11 +148,8 @@ PyObject *sock_recv_ready(PyObject *me, PyObject *const *a, Py_ssize_t n)
 {
     Core *self = reinterpret_cast<Core *>(me);
     Py_ssize_t size = n == 3 ? fast_recv_size(self, a[1], a[2]) : -1;
-    if (size < 0) {
-        PyObject *b[4] = {me, n > 0 ? a[0] : nullptr, n > 1 ? a[1] : nullptr,
-                          n > 2 ? a[2] : nullptr};
-        return PyObject_Vectorcall(gs.std_sock_recv, b, size_t(n + 1), nullptr);
-    }
+    if (size < 0)
+        return call_with_self(gs.std_sock_recv, self, a, n);
     PyObject *done = PyObject_CallMethodNoArgs(a[0], gs.s_done);
     if (!done)
         return nullptr;

@@ -316,3 +316,21 @@ def test_the_fast_path_is_taken_for_plain_sockets():
         a.close()
         b.close()
         loop.close()
+
+
+def test_the_callbacks_called_with_wrong_arguments_raise_as_the_stdlibs():
+    def scenario(loop):
+        out = []
+        for args in [(), (1,), (1, 2, 3, 4), (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)]:
+            for name in ("_sock_recv", "_sock_read_done"):
+                try:
+                    getattr(loop, name)(*args)
+                    out.append((name, len(args), None))
+                except TypeError as e:
+                    out.append((name, len(args), TypeError))
+                except BaseException as e:  # noqa: BLE001
+                    out.append((name, len(args), type(e)))
+        return out
+
+    stock, ours = _both(scenario)
+    assert ours == stock
