@@ -1462,6 +1462,14 @@ void intern_names(const Name (&names)[N])
             throw pybind11::error_already_set();
 }
 
+// Adds def, a function of no self, to module m under its own name.
+void add_function(PyObject *m, PyMethodDef *def)
+{
+    PyObject *f = PyCFunction_New(def, nullptr);
+    if (!f || PyModule_AddObject(m, def->ml_name, f) < 0)
+        throw pybind11::error_already_set();
+}
+
 // Registers _AioCore and _aio_setup in module m (the _arena module).
 void register_core(PyObject *m)
 {
@@ -1500,9 +1508,7 @@ void register_core(PyObject *m)
     if (!g_core_type ||
         PyModule_AddObject(m, "_AioCore", Py_NewRef(reinterpret_cast<PyObject *>(g_core_type))) < 0)
         throw pybind11::error_already_set();
-    PyObject *f = PyCFunction_New(&setup_def, nullptr);
-    if (!f || PyModule_AddObject(m, "_aio_setup", f) < 0)
-        throw pybind11::error_already_set();
+    add_function(m, &setup_def);
 }
 
 } // namespace aio

@@ -355,9 +355,7 @@ void register_fds(PyObject *m)
     if (!(gf.s_cancel = PyUnicode_InternFromString("cancel")))
         throw pybind11::error_already_set();
     add_core_methods(fds_methods);
-    PyObject *f = PyCFunction_New(&fds_setup_def, nullptr);
-    if (!f || PyModule_AddObject(m, "_aio_fds_setup", f) < 0)
-        throw pybind11::error_already_set();
+    add_function(m, &fds_setup_def);
 }
 
 } // namespace aio

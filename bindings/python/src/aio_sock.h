@@ -340,9 +340,7 @@ void register_sock(PyObject *m)
     if (!gs.kw_handle || !gs.kw_loop)
         throw pybind11::error_already_set();
     add_core_methods(sock_methods);
-    PyObject *f = PyCFunction_New(&sock_setup_def, nullptr);
-    if (!f || PyModule_AddObject(m, "_aio_sock_setup", f) < 0)
-        throw pybind11::error_already_set();
+    add_function(m, &sock_setup_def);
 }
 
 } // namespace aio

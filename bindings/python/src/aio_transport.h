@@ -521,9 +521,7 @@ void register_transport(PyObject *m)
     gt.base_type = Py_NewRef(tp);
     if (PyModule_AddObject(m, "_AioStreamBase", tp) < 0)
         throw pybind11::error_already_set();
-    PyObject *f = PyCFunction_New(&transport_setup_def, nullptr);
-    if (!f || PyModule_AddObject(m, "_aio_transport_setup", f) < 0)
-        throw pybind11::error_already_set();
+    add_function(m, &transport_setup_def);
 }
 
 } // namespace aio
