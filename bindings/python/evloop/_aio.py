@@ -3,7 +3,7 @@
 
 Design (docs/asyncio.md has the measurements): ``EventLoop`` is asyncio's own Unix
 selector event loop (``asyncio.SelectorEventLoop``), so its transports, servers, TLS,
-sendfile, subprocesses, pipes and signals are the standard library's, with four parts
+sendfile, subprocesses, pipes and signals are the standard library's, with five parts
 replaced:
 
 - the hot paths, native (``evloop._arena._AioCore``, src/aio_core.h, the C base of
@@ -18,6 +18,10 @@ replaced:
   recv in C and call the protocol's ``data_received`` (or ``get_buffer``/``buffer_updated``)
   from C, and whose ``write`` sends in C when nothing is buffered; every other branch is the
   stdlib's code;
+- the fd registry and the socket methods' hot path, native (src/aio_fds.h, aio_sock.h):
+  ``_add_reader``/``_remove_reader``/``_add_writer``/``_remove_writer`` store the stdlib's
+  keys and handles and add the fd to evloop's poller from C, and ``sock_recv`` and
+  ``sock_sendall`` on a plain ``socket.socket`` recv, send and wait in C;
 - the selector: ``_EvloopSelector`` registers fds with the evloop C loop
   (``evloop_io_add``/``_modify``/``_remove``); the iteration waits in ``evloop_run_once``,
   where the fd callbacks only record readiness, handed to asyncio's ``_process_events`` as
