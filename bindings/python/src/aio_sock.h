@@ -19,8 +19,6 @@
 
 #include <Python.h>
 
-#include <sys/socket.h>
-
 #include <cerrno>
 
 namespace EVLOOP_PY_MODULE {
@@ -52,21 +50,20 @@ int socket_fileno(PyObject *sock)
     return fd < -1 || fd > INT32_MAX ? -1 : int(fd);
 }
 
-// recv(fd, n) without waiting: the bytes (b"" at EOF), Py_None if it would block, or nullptr
-// with the OSError sock.recv would raise.
+// recv(fd, n) without waiting (recv_nb): the bytes (b"" at EOF), Py_None if it would block,
+// or nullptr with the OSError sock.recv would raise (or what a signal handler raised).
 PyObject *recv_now(int fd, Py_ssize_t n)
 {
     PyObject *b = PyBytes_FromStringAndSize(nullptr, n);
     if (!b)
         return nullptr;
-    ssize_t r;
-    do
-        r = recv(fd, PyBytes_AS_STRING(b), size_t(n), MSG_DONTWAIT);
-    while (r < 0 && errno == EINTR);
+    Py_ssize_t r = recv_nb(fd, PyBytes_AS_STRING(b), n);
     if (r < 0) {
         int e = errno;
         Py_DECREF(b);
-        if (e == EAGAIN || e == EWOULDBLOCK)
+        if (r == -2)
+            return nullptr;
+        if (would_block(e))
             Py_RETURN_NONE;
         errno = e;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -93,27 +90,21 @@ Py_ssize_t fast_recv_size(Core *self, PyObject *sock, PyObject *n)
 int ensure_no_transport(Core *self, PyObject *fdo)
 {
     PyObject *me = reinterpret_cast<PyObject *>(self);
-    if (PyLong_CheckExact(fdo)) {
-        PyObject *tr = PyObject_GetAttr(me, gs.s_transports);
-        if (!tr)
-            return -1;
-        int quick = 0;
-        if (Py_IS_TYPE(tr, reinterpret_cast<PyTypeObject *>(gs.weakdict_t))) {
-            PyObject *data = PyObject_GetAttr(tr, gs.s_data);
-            PyObject *pend = data ? PyObject_GetAttr(tr, gs.s_pending_removals) : nullptr;
-            if (pend && PyDict_CheckExact(data) && PyList_CheckExact(pend) &&
-                PyList_GET_SIZE(pend) == 0) {
-                PyObject *wr = PyDict_GetItemWithError(data, fdo);
-                quick = wr ? 0 : PyErr_Occurred() ? -1 : 1;
-            } else if (!pend) {
-                quick = -1;
-            }
-            Py_XDECREF(data);
-            Py_XDECREF(pend);
-        }
+    PyObject *tr = PyLong_CheckExact(fdo) ? PyObject_GetAttr(me, gs.s_transports) : nullptr;
+    if (tr && Py_IS_TYPE(tr, reinterpret_cast<PyTypeObject *>(gs.weakdict_t))) {
+        PyObject *data = PyObject_GetAttr(tr, gs.s_data);
+        PyObject *pend = data ? PyObject_GetAttr(tr, gs.s_pending_removals) : nullptr;
+        bool unused = pend && PyDict_CheckExact(data) && PyList_CheckExact(pend) &&
+                      PyList_GET_SIZE(pend) == 0 && !PyDict_GetItemWithError(data, fdo);
+        Py_XDECREF(data);
+        Py_XDECREF(pend);
         Py_DECREF(tr);
-        if (quick != 0)
-            return quick < 0 ? -1 : 0;
+        if (unused && !PyErr_Occurred())
+            return 0;
+        PyErr_Clear(); // laid out otherwise: the stdlib's method decides
+    } else {
+        Py_XDECREF(tr);
+        PyErr_Clear();
     }
     PyObject *a[2] = {me, fdo};
     PyObject *r = PyObject_Vectorcall(gs.std_ensure, a, 2, nullptr);
@@ -163,6 +154,11 @@ PyObject *sock_recv_ready(PyObject *me, PyObject *const *a, Py_ssize_t n)
     PyObject *data = recv_now(fd, size);
     if (data == Py_None)
         return data; // try again next time
+    // as the stdlib's except clauses: SystemExit and KeyboardInterrupt (from a signal handler
+    // recv_nb ran) go up, any other error settles the future
+    if (!data && (PyErr_ExceptionMatches(PyExc_SystemExit) ||
+                  PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)))
+        return nullptr;
     PyObject *r;
     if (data) {
         r = PyObject_CallMethodOneArg(a[0], gs.s_set_result, data);
@@ -261,14 +257,13 @@ PyObject *sock_send_now(PyObject *me, PyObject *const *a, Py_ssize_t n)
         PyErr_Clear(); // not contiguous: the stdlib's send says why
         return PyLong_FromLong(-1);
     }
-    ssize_t r;
-    do
-        r = send(fd, view.buf, size_t(view.len), MSG_DONTWAIT);
-    while (r < 0 && errno == EINTR);
+    Py_ssize_t r = send_nb(fd, static_cast<const char *>(view.buf), view.len);
     int e = errno;
     PyBuffer_Release(&view);
+    if (r == -2)
+        return nullptr;
     if (r < 0) {
-        if (e == EAGAIN || e == EWOULDBLOCK)
+        if (would_block(e))
             return PyLong_FromLong(0);
         errno = e;
         return PyErr_SetFromErrno(PyExc_OSError);

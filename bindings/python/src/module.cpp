@@ -519,11 +519,17 @@ void RawLoop::start_op(py::object fn, py::object buf, int flags, int fd)
     op.release(); // the C library's until the callback
 }
 
+// The RawLoop in a Python RawLoop object (pybind11's simple instance layout); the caller
+// knows obj is one (a method descriptor or the core's attach checked it).
+RawLoop *raw_of(PyObject *obj)
+{
+    auto *inst = reinterpret_cast<py::detail::instance *>(obj);
+    return inst->get_value_and_holder().value_ptr<RawLoop>();
+}
+
 evloop *raw_loop_of(PyObject *self)
 {
-    // self is a RawLoop (the method descriptor checked); pybind11's simple instance layout.
-    RawLoop *l =
-        reinterpret_cast<py::detail::instance *>(self)->get_value_and_holder().value_ptr<RawLoop>();
+    RawLoop *l = raw_of(self);
     if (!l || !l->raw())
         set_error(-ESHUTDOWN, "the loop is closed");
     return l ? l->raw() : nullptr;
@@ -533,8 +539,7 @@ evloop *raw_loop_of(PyObject *self)
 // these calls (its AioOps); the capsule is RawLoop._aio_ops.
 int aio_poll(PyObject *raw, int64_t timeout_ns)
 {
-    RawLoop *l =
-        reinterpret_cast<py::detail::instance *>(raw)->get_value_and_holder().value_ptr<RawLoop>();
+    RawLoop *l = raw_of(raw);
     try {
         l->drive(true, timeout_ns);
         return 0;
@@ -548,23 +553,18 @@ int aio_poll(PyObject *raw, int64_t timeout_ns)
 
 int aio_wake(PyObject *raw)
 {
-    RawLoop *l =
-        reinterpret_cast<py::detail::instance *>(raw)->get_value_and_holder().value_ptr<RawLoop>();
+    RawLoop *l = raw_of(raw);
     return l && l->raw() ? evloop_submit(l->raw(), noop_task, nullptr) : -ESHUTDOWN;
 }
 
 IoReady *aio_io_ready(PyObject *raw)
 {
-    return &reinterpret_cast<py::detail::instance *>(raw)
-                ->get_value_and_holder()
-                .value_ptr<RawLoop>()
-                ->aio_io;
+    return &raw_of(raw)->aio_io;
 }
 
 evloop *aio_loop(PyObject *raw)
 {
-    RawLoop *l =
-        reinterpret_cast<py::detail::instance *>(raw)->get_value_and_holder().value_ptr<RawLoop>();
+    RawLoop *l = raw_of(raw);
     return l ? l->raw() : nullptr;
 }
 
