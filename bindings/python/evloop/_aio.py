@@ -391,14 +391,14 @@ _StdSocketTransport = asyncio.selector_events._SelectorSocketTransport
 class _SocketTransport(_arena._AioStreamBase, _StdSocketTransport):  # type: ignore[misc]
     """The stdlib's stream socket transport with its hot methods native
     (``_AioStreamBase``, src/aio_transport.h): the read callbacks (recv and the protocol's
-    ``data_received`` or ``get_buffer``/``buffer_updated`` from C) and ``write``'s send-at-once
-    case; the rest, and every rare branch of those, is the stdlib's code on the same
+    ``data_received`` or ``get_buffer``/``buffer_updated`` from C), ``write``'s send-at-once
+    case and ``is_closing``; the rest, and every rare branch of those, is the stdlib's code on the same
     attributes. The attributes the native methods read on every message are slots, which
     they read at their offsets (src/aio_slots.h); the stdlib's code sets and reads them as
     before."""
 
     __slots__ = ("_protocol", "_conn_lost", "_read_ready_cb", "_eof", "_empty_waiter",
-                 "_buffer", "_sock_fd")
+                 "_buffer", "_sock_fd", "_closing")
 
 
 _arena._aio_transport_setup(_StdSocketTransport.write, _SocketTransport)

@@ -3,7 +3,7 @@
 //
 // evloop's socket transport (evloop/_aio.py, _SocketTransport) declares the attributes its
 // native methods read on every message as __slots__: _protocol, _conn_lost, _read_ready_cb,
-// _eof, _empty_waiter, _buffer, _sock_fd. The stdlib's own code sets and reads them as
+// _eof, _empty_waiter, _buffer, _sock_fd, _closing. The stdlib's own code sets and reads them as
 // before (through the slots' member descriptors, which the interpreter specialises); the C
 // methods read each at its offset in the instance: a load, where PyObject_GetAttr cost ~175
 // instructions (callgrind, 1 KiB protocol echo, CPython 3.11: the type lookup, the
@@ -33,6 +33,7 @@ enum SlotId {
     S_EMPTY_WAITER,
     S_BUFFER,
     S_SOCK_FD,
+    S_CLOSING,
     S_COUNT
 };
 
@@ -50,7 +51,7 @@ bool slots_names_init()
 {
     static const char *const s[S_COUNT] = {"_protocol", "_conn_lost",    "_read_ready_cb",
                                            "_eof",      "_empty_waiter", "_buffer",
-                                           "_sock_fd"};
+                                           "_sock_fd",  "_closing"};
     for (int i = 0; i < S_COUNT; i++)
         if (!slots.names[i] && !(slots.names[i] = PyUnicode_InternFromString(s[i])))
             return false;

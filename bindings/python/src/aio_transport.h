@@ -13,7 +13,8 @@
 // - write: when nothing is buffered and nothing special is pending (the stdlib's own fast
 //   case), send in C at once, and what is left buffered as the stdlib's write buffers it;
 //   anything else (a buffered transport, EOF written, a sendfile in progress, a lost
-//   connection, a bad argument) goes to the stdlib's write.
+//   connection, a bad argument) goes to the stdlib's write;
+// - is_closing: the stdlib's one-line method (StreamWriter.drain calls it every message).
 // The transport's hot attributes are __slots__ of evloop's class, read at their offsets
 // (src/aio_slots.h); max_size, a class attribute, and the cold ones through PyObject_GetAttr.
 // Included once by src/module.cpp after aio_core.h; registered with _AioCore in _arena.
@@ -451,6 +452,12 @@ PyObject *tr_write(PyObject *self, PyObject *data)
     return buffer_rest(self, data, n < 0 ? 0 : n);
 }
 
+// is_closing(): self._closing, as the stdlib's; StreamWriter.drain asks it once a message.
+PyObject *tr_is_closing(PyObject *self, PyObject *)
+{
+    return slot_get(self, S_CLOSING);
+}
+
 PyMethodDef transport_methods[] = {
     {"_read_ready", tr_read_ready, METH_NOARGS,
      "The socket is readable: the protocol's read callback (set_protocol chose it), in C."},
@@ -460,6 +467,7 @@ PyMethodDef transport_methods[] = {
      "protocol.get_buffer(-1), recv into it in C, protocol.buffer_updated(n); as the stdlib's."},
     {"write", tr_write, METH_O,
      "write(data): sent at once in C when nothing is buffered; else the stdlib's write."},
+    {"is_closing", tr_is_closing, METH_NOARGS, "Whether the transport is closing or closed."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -150,7 +150,7 @@ def test_streams_use_the_native_transport(aloop):
 # ------------------------------------------------------------------ the hot attributes
 
 HOT = ("_protocol", "_conn_lost", "_read_ready_cb", "_eof", "_empty_waiter", "_buffer",
-       "_sock_fd")
+       "_sock_fd", "_closing")
 
 
 def test_the_hot_attributes_are_slots_the_stdlib_code_uses(aloop):
@@ -191,6 +191,60 @@ def test_a_hot_attribute_patched_on_the_class_is_read_through_the_patch(aloop):
         assert _drain_peer(b, 1) == b"c"
     finally:
         cls._empty_waiter = saved
+        tr.close()
+        aloop.run_until_complete(asyncio.sleep(0))
+        b.close()
+
+
+def test_is_closing_follows_close_abort_and_the_peer_as_the_stdlib():
+    """is_closing (native on evloop's transport) through close(), abort(), the peer's reset
+    and a transport whose _closing was deleted: the same answers and errors on both loops."""
+    def scenario(loop):
+        out = []
+        for how in ("close", "abort", "peer", "deleted"):
+            tr, pr, b = _connect(loop, lambda: Recorder([]))
+            out.append((how, tr.is_closing()))
+            if how == "close":
+                tr.close()
+                out.append(tr.is_closing())
+            elif how == "abort":
+                tr.abort()
+                out.append(tr.is_closing())
+            elif how == "peer":
+                b.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                b.close()  # an RST: the transport's read fails, fatal error, closing
+                _run_until(loop, lambda: pr.lost)
+                out.append(tr.is_closing())
+            else:
+                del tr._closing
+                exc = raised(tr.is_closing)
+                out.append(exc and (exc[0], exc[1].endswith("has no attribute '_closing'")))
+                tr._closing = False
+                tr.close()
+            loop.run_until_complete(asyncio.sleep(0))
+            out.append(pr.lost)
+            b.close()
+        return out
+
+    stock, ours = _both(scenario)
+    assert stock == ours
+    assert ours[1] is True and ours[4] is True and ours[7] is True
+
+
+def test_a_subclass_is_closing_wins_over_the_native_one(aloop):
+    class Mine(evloop._aio._SocketTransport):
+        __slots__ = ()
+
+        def is_closing(self) -> bool:
+            return "mine"  # type: ignore[return-value]
+
+    tr, pr, b = _connect(aloop, lambda: Recorder([]))
+    try:
+        assert tr.is_closing() is False
+        tr.__class__ = Mine
+        assert tr.is_closing() == "mine"
+        tr.__class__ = evloop._aio._SocketTransport
+    finally:
         tr.close()
         aloop.run_until_complete(asyncio.sleep(0))
         b.close()
