@@ -376,13 +376,29 @@ class _ScheduledView:
         return f"<evloop timer heap {self._loop._evloop_timers_list()!r}>"
 
 
-if issubclass(asyncio.selector_events._SelectorDatagramTransport, asyncio.DatagramTransport):
-    _DatagramTransport = asyncio.selector_events._SelectorDatagramTransport
+_StdDatagramTransport = asyncio.selector_events._SelectorDatagramTransport
+if issubclass(_StdDatagramTransport, asyncio.DatagramTransport):
+    _PlainDatagramTransport = _StdDatagramTransport
 else:
-    class _DatagramTransport(asyncio.selector_events._SelectorDatagramTransport,  # type: ignore
-                             asyncio.DatagramTransport):
+    class _PlainDatagramTransport(_StdDatagramTransport,  # type: ignore
+                                  asyncio.DatagramTransport):
         """The stdlib's datagram transport, also an asyncio.DatagramTransport (it is one
         from Python 3.13 on; before, it only derives from asyncio.Transport)."""
+
+
+class _DatagramTransport(_arena._AioDatagramBase, _PlainDatagramTransport):  # type: ignore[misc]
+    """The datagram transport of AF_INET and AF_INET6 sockets: the stdlib's, with its read
+    callback and ``sendto``'s send-at-once case native (``_AioDatagramBase``,
+    src/aio_datagram.h: recvfrom into a reused buffer, the address built as socket.recvfrom
+    builds it, ``datagram_received`` called from C)."""
+
+
+_arena._aio_datagram_setup(_StdDatagramTransport._read_ready, _StdDatagramTransport.sendto)
+
+# Whether the stdlib's _make_datagram_transport first refuses an fd that a transport still
+# uses (3.12 on), as for _make_socket_transport below.
+_DATAGRAM_ENSURE_FD_NO_TRANSPORT = "_ensure_fd_no_transport" in (
+    asyncio.selector_events.BaseSelectorEventLoop._make_datagram_transport.__code__.co_names)
 
 
 _StdSocketTransport = asyncio.selector_events._SelectorSocketTransport
@@ -468,9 +484,13 @@ class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[mis
 
     def _make_datagram_transport(self, sock: Any, protocol: Any, address: Any = None,
                                  waiter: Any = None, extra: Any = None) -> Any:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            if _DATAGRAM_ENSURE_FD_NO_TRANSPORT:  # as the stdlib's method checks first
+                self._ensure_fd_no_transport(sock)
+            return _DatagramTransport(self, sock, protocol, address, waiter, extra)
         tr = super()._make_datagram_transport(sock, protocol, address, waiter, extra)
-        if type(tr) is not _DatagramTransport:  # the same object layout: only the class
-            tr.__class__ = _DatagramTransport
+        if type(tr) is not _PlainDatagramTransport:  # the same object layout: only the class
+            tr.__class__ = _PlainDatagramTransport
         return tr
 
     async def sock_recv(self, sock: Any, n: int) -> bytes:

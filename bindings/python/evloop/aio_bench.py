@@ -17,7 +17,9 @@ Families (each a per-operation time, lower is better, except the echo and where 
 - ``echo-{protocol,streams,sock}-1KiB``: a server on the loop under test echoes 1 KiB
   messages to 10 clients (one client process, separate from the server, a thread per
   client, each waiting for its echo before sending again); messages per second;
-  ``echo-{protocol,streams}-{1B,10KiB,100KiB}``: the same at other message sizes.
+  ``echo-{protocol,streams}-{1B,10KiB,100KiB}``: the same at other message sizes;
+  ``echo-datagram-1KiB``: the same over UDP (a ``DatagramProtocol`` server; each client a
+  connected UDP socket that resends after a second without its echo);
 - ``http-hello``: a minimal keep-alive HTTP/1.1 server (an ``asyncio.Protocol`` that answers
   every request with a fixed 12-byte body) on the loop under test, driven by
   ``wrk -t1 -c50 -d2s`` in its own process; requests per second. The loop's thread is pinned
@@ -31,7 +33,8 @@ Families (each a per-operation time, lower is better, except the echo and where 
   installed.
 
 ``--loops`` also takes ``evloop-stdtransport``: evloop's loop with the stdlib's own socket
-transport in place of its native one (src/aio_transport.h), for a before/after in one run.
+and datagram transports in place of its native ones (src/aio_transport.h,
+src/aio_datagram.h), for a before/after in one run.
 
 Rounds interleave the loops (the order rotates each round); the report gives the median
 of the rounds with its spread and, for evloop, the ratio to uvloop and to asyncio with their
@@ -80,6 +83,7 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
 
         class StdTransportLoop(evloop.EventLoop):
             _make_socket_transport = asyncio.SelectorEventLoop._make_socket_transport
+            _make_datagram_transport = asyncio.SelectorEventLoop._make_datagram_transport
 
         return StdTransportLoop
     if name == "uvloop":
@@ -221,13 +225,25 @@ async def b_executor(n: int = 3000) -> float:
     return (_clock() - t0) / n * 1e6
 
 
-ECHO_CLIENT = r"""
+# The echo clients: one process, a thread per client, each sending a message and waiting for
+# its echo before the next; argv: port, size, clients, seconds; prints msg/s and the count.
+_CLIENT_HEAD = r"""
 import socket, sys, threading, time
 port, size, clients, seconds = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 msg = b"x" * size
 counts = [0] * clients
 start = threading.Barrier(clients + 1)
 stop = [False]
+"""
+_CLIENT_MAIN = r"""
+ts = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+for t in ts: t.start()
+start.wait()
+t0 = time.perf_counter(); time.sleep(seconds); stop[0] = True; dt = time.perf_counter() - t0
+for t in ts: t.join()
+print(sum(counts) / dt, sum(counts))
+"""
+ECHO_CLIENT = _CLIENT_HEAD + r"""
 def run(i):
     s = socket.create_connection(("127.0.0.1", port))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -242,22 +258,37 @@ def run(i):
             got += len(c)
         counts[i] += 1
     s.close()
-ts = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
-for t in ts: t.start()
-start.wait()
-t0 = time.perf_counter(); time.sleep(seconds); stop[0] = True; dt = time.perf_counter() - t0
-for t in ts: t.join()
-print(sum(counts) / dt, sum(counts))
-"""
+""" + _CLIENT_MAIN
+# Over UDP: a connected socket per client; a datagram without its echo after a second is
+# sent again, uncounted; an empty datagram at the end says the client is done.
+ECHO_DGRAM_CLIENT = _CLIENT_HEAD + r"""
+def run(i):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.connect(("127.0.0.1", port))
+    s.settimeout(1.0)
+    start.wait()
+    while not stop[0]:
+        s.send(msg)
+        try:
+            got = s.recv(65536)
+        except socket.timeout:
+            continue
+        if len(got) == size:
+            counts[i] += 1
+    s.send(b"")
+    s.close()
+""" + _CLIENT_MAIN
 
 
 async def start_echo_server(mode: str, closed: Optional[Callable[[], None]] = None
                             ) -> Tuple[int, Callable[[], Any]]:
     """An echo server on the running loop, on 127.0.0.1: "protocol" (an asyncio.Protocol
     writing back what it receives), "streams" (start_server, read then write and drain) or
-    "sock" (sock_accept, then sock_recv / sock_sendall per connection). closed(), when given,
-    is called as each connection ends. Returns its port and a coroutine function that stops
-    it (tools/echo_instructions.py runs the same server under callgrind)."""
+    "sock" (sock_accept, then sock_recv / sock_sendall per connection), or "datagram" (a
+    DatagramProtocol on UDP, echoing each datagram to its sender). closed(), when given, is
+    called as each connection ends (datagram: as each client sends an empty datagram).
+    Returns its port and a coroutine function that stops it (tools/echo_instructions.py runs
+    the same server under callgrind)."""
     loop = asyncio.get_running_loop()
 
     def one_closed() -> None:
@@ -320,6 +351,24 @@ async def start_echo_server(mode: str, closed: Optional[Callable[[], None]] = No
             lsock.close()
 
         return lsock.getsockname()[1], stop_sock
+    elif mode == "datagram":
+        class DatagramEcho(asyncio.DatagramProtocol):
+            def connection_made(self, tr: Any) -> None:
+                self.tr = tr
+
+            def datagram_received(self, data: bytes, addr: Any) -> None:
+                if data:
+                    self.tr.sendto(data, addr)
+                else:
+                    one_closed()
+
+        dtr, _ = await loop.create_datagram_endpoint(DatagramEcho, local_addr=("127.0.0.1", 0))
+
+        async def stop_datagram() -> None:
+            dtr.close()
+            await asyncio.sleep(0)
+
+        return dtr.get_extra_info("sockname")[1], stop_datagram
     else:
         raise ValueError(f"unknown echo mode {mode!r}")
 
@@ -333,8 +382,9 @@ async def start_echo_server(mode: str, closed: Optional[Callable[[], None]] = No
 async def b_echo(mode: str, size: int = 1024, clients: int = 10, seconds: float = 1.0) -> float:
     port, stop = await start_echo_server(mode)
     cpu0 = time.process_time()
+    client = ECHO_DGRAM_CLIENT if mode == "datagram" else ECHO_CLIENT
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", ECHO_CLIENT, str(port), str(size), str(clients), str(seconds),
+        sys.executable, "-c", client, str(port), str(size), str(clients), str(seconds),
         stdout=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
     cpu = time.process_time() - cpu0
@@ -454,6 +504,7 @@ FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
     ("echo-protocol-1KiB", lambda: b_echo("protocol"), "msg/s", True),
     ("echo-streams-1KiB", lambda: b_echo("streams"), "msg/s", True),
     ("echo-sock-1KiB", lambda: b_echo("sock"), "msg/s", True),
+    ("echo-datagram-1KiB", lambda: b_echo("datagram"), "msg/s", True),
 ]
 # The echo over protocols and streams at other message sizes.
 _ECHO_SIZES = (("1B", 1), ("10KiB", 10 * 1024), ("100KiB", 100 * 1024))

@@ -1448,6 +1448,24 @@ PyObject *setup(PyObject *, PyObject *const *argv, Py_ssize_t n)
 PyMethodDef setup_def = {"_aio_setup", EVLOOP_FASTKW(setup), METH_FASTCALL,
                          "_aio_setup(Handle, TimerHandle, callback_failed, run_debug)."};
 
+// fn(self, *argv), argv as a vectorcall's (n positional, then one per name in kwnames).
+PyObject *call_with_self(PyObject *fn, PyObject *self, PyObject *const *argv, Py_ssize_t n,
+                         PyObject *kwnames = nullptr)
+{
+    Py_ssize_t total = n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[8];
+    PyObject **a = total + 1 <= 8 ? small : PyMem_New(PyObject *, size_t(total + 1));
+    if (!a)
+        return PyErr_NoMemory();
+    a[0] = self;
+    for (Py_ssize_t i = 0; i < total; i++)
+        a[i + 1] = argv[i];
+    PyObject *r = PyObject_Vectorcall(fn, a, size_t(n + 1), kwnames);
+    if (a != small)
+        PyMem_Free(a);
+    return r;
+}
+
 // A name the native paths look up, interned once at registration.
 struct Name {
     PyObject **slot;

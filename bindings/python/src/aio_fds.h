@@ -46,26 +46,10 @@ int fast_fd(Core *self, PyObject *fdo)
     return overflow || fd < 0 || fd > INT32_MAX ? -1 : int(fd);
 }
 
-// fn(self, *argv).
-PyObject *call_with_self(PyObject *fn, Core *self, PyObject *const *argv, Py_ssize_t n)
-{
-    PyObject *small[8];
-    PyObject **a = n + 1 <= 8 ? small : PyMem_New(PyObject *, size_t(n + 1));
-    if (!a)
-        return PyErr_NoMemory();
-    a[0] = reinterpret_cast<PyObject *>(self);
-    for (Py_ssize_t i = 0; i < n; i++)
-        a[i + 1] = argv[i];
-    PyObject *r = PyObject_Vectorcall(fn, a, size_t(n + 1), nullptr);
-    if (a != small)
-        PyMem_Free(a);
-    return r;
-}
-
 // The stdlib's method `which` on (self, *argv).
 PyObject *call_std(Core *self, int which, PyObject *const *argv, Py_ssize_t n)
 {
-    return call_with_self(gf.std[which], self, argv, n);
+    return call_with_self(gf.std[which], reinterpret_cast<PyObject *>(self), argv, n);
 }
 
 // SelectorKey(fileobj, fd, events, (reader, writer)); new reference or nullptr.

@@ -140,7 +140,7 @@ PyObject *sock_recv_ready(PyObject *me, PyObject *const *a, Py_ssize_t n)
     Core *self = reinterpret_cast<Core *>(me);
     Py_ssize_t size = n == 3 ? fast_recv_size(self, a[1], a[2]) : -1;
     if (size < 0)
-        return call_with_self(gs.std_sock_recv, self, a, n);
+        return call_with_self(gs.std_sock_recv, me, a, n);
     PyObject *done = PyObject_CallMethodNoArgs(a[0], gs.s_done);
     if (!done)
         return nullptr;

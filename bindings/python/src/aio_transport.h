@@ -25,6 +25,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <new>
 #include <vector>
 #include <sys/socket.h>
@@ -108,6 +109,20 @@ int sock_fd(PyObject *self)
     return fd < INT_MIN || fd > INT_MAX ? -1 : int(fd);
 }
 
+// args[0].name(*args[1:]) called while exc is the exception being handled (sys.exc_info()
+// inside the call, and the context of what it raises), as from the stdlib's except clause.
+PyObject *call_handling(PyObject *exc, PyObject *name, PyObject *const *args, size_t nargs)
+{
+    PyObject *ot, *ov, *otb;
+    PyErr_GetExcInfo(&ot, &ov, &otb);
+    PyErr_SetExcInfo(Py_NewRef(reinterpret_cast<PyObject *>(Py_TYPE(exc))), Py_NewRef(exc),
+                     PyException_GetTraceback(exc));
+    PyObject *r = PyObject_VectorcallMethod(name, args, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            nullptr);
+    PyErr_SetExcInfo(ot, ov, otb);
+    return r;
+}
+
 // An exception is set, raised by a step that the stdlib wraps in
 // `except (SystemExit, KeyboardInterrupt): raise / except BaseException as exc:
 // self._fatal_error(exc, msg)`: nullptr (propagate) for the first two, else
@@ -119,14 +134,8 @@ PyObject *fatal(PyObject *self, PyObject *msg)
     PyObject *exc = fetch_exception();
     if (!exc)
         Py_RETURN_NONE;
-    PyObject *ot, *ov, *otb;
-    PyErr_GetExcInfo(&ot, &ov, &otb);
-    PyErr_SetExcInfo(Py_NewRef(reinterpret_cast<PyObject *>(Py_TYPE(exc))), Py_NewRef(exc),
-                     PyException_GetTraceback(exc));
     PyObject *a[3] = {self, exc, msg};
-    PyObject *r = PyObject_VectorcallMethod(gt.s_fatal_error, a, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                            nullptr);
-    PyErr_SetExcInfo(ot, ov, otb);
+    PyObject *r = call_handling(exc, gt.s_fatal_error, a, 3);
     Py_DECREF(exc);
     if (!r)
         return nullptr;
@@ -490,6 +499,23 @@ PyMethodDef transport_setup_def = {
     "_aio_transport_setup", EVLOOP_FASTKW(transport_setup), METH_FASTCALL,
     "_aio_transport_setup(_SelectorSocketTransport.write, _SocketTransport)."};
 
+// A C base type with no fields of its own and these methods, which a transport class of
+// evloop/_aio.py puts in front of the stdlib's; added to m under the last part of its name.
+// A borrowed reference (m holds it).
+PyObject *add_base_type(PyObject *m, const char *qualname, const char *doc, PyMethodDef *methods)
+{
+    PyType_Slot type_slots[] = {
+        {Py_tp_doc, const_cast<char *>(doc)}, {Py_tp_methods, methods}, {0, nullptr}};
+    PyType_Spec spec = {qualname, int(sizeof(PyObject)), 0,
+                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, type_slots};
+    PyObject *tp = PyType_FromSpec(&spec);
+    if (!tp || PyModule_AddObject(m, std::strrchr(qualname, '.') + 1, tp) < 0) {
+        Py_XDECREF(tp);
+        throw pybind11::error_already_set();
+    }
+    return tp;
+}
+
 // Registers _AioStreamBase and _aio_transport_setup in module m (the _arena module).
 void register_transport(PyObject *m)
 {
@@ -516,19 +542,10 @@ void register_transport(PyObject *m)
     intern_names(names);
     if (!slots_names_init())
         throw pybind11::error_already_set();
-    static PyType_Slot type_slots[] = {
-        {Py_tp_doc, const_cast<char *>("The native hot methods of evloop's socket transport "
-                                       "(reading, and writing at once).")},
-        {Py_tp_methods, transport_methods},
-        {0, nullptr}};
-    static PyType_Spec spec = {"evloop._arena._AioStreamBase", int(sizeof(PyObject)), 0,
-                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, type_slots};
-    PyObject *tp = PyType_FromSpec(&spec);
-    if (!tp)
-        throw pybind11::error_already_set();
-    gt.base_type = Py_NewRef(tp);
-    if (PyModule_AddObject(m, "_AioStreamBase", tp) < 0)
-        throw pybind11::error_already_set();
+    gt.base_type = Py_NewRef(add_base_type(m, "evloop._arena._AioStreamBase",
+                                           "The native hot methods of evloop's socket transport "
+                                           "(reading, and writing at once).",
+                                           transport_methods));
     add_function(m, &transport_setup_def);
 }
 

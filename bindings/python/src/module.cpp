@@ -50,6 +50,7 @@ extern "C" {
 #include "fastpath.h"
 #include "aio_core.h"
 #include "aio_transport.h"
+#include "aio_datagram.h"
 #include "aio_fds.h"
 #include "aio_sock.h"
 
@@ -736,6 +737,7 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
     if (std::string(EVLOOP_PY_VARIANT) == "arena") { // one _AioCore type, for either variant
         aio::register_core(m.ptr());
         aio::register_transport(m.ptr());
+        aio::register_datagram(m.ptr());
         aio::register_fds(m.ptr());
         aio::register_sock(m.ptr());
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 
 import pytest
 
@@ -66,6 +67,24 @@ def test_the_iteration_family_runs_its_chain_to_the_end_on_each_loop():
         assert ns > 0
 
 
+async def _closes(closed, n, stop):
+    """Waits (20 s at most) until closed holds n entries, stops the server: how many it holds."""
+    for _ in range(2000):
+        if len(closed) == n:
+            break
+        await asyncio.sleep(0.01)
+    await stop()
+    return len(closed)
+
+
+def _on_evloop(main):
+    loop = evloop.new_event_loop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
 @pytest.mark.parametrize("mode", ["protocol", "streams", "sock"])
 def test_the_echo_server_echoes_in_each_mode_and_reports_each_close(mode):
     """start_echo_server, the echo families' server (and tools/echo_instructions.py's): two
@@ -81,18 +100,34 @@ def test_the_echo_server_echoes_in_each_mode_and_reports_each_close(mode):
             got.append(await asyncio.wait_for(r.readexactly(len(payload)), 20))
             w.close()
             await w.wait_closed()
-        for _ in range(2000):
-            if len(closed) == 2:
-                break
-            await asyncio.sleep(0.01)
-        await stop()
-        return got, len(closed)
+        return got, await _closes(closed, 2, stop)
 
-    loop = evloop.new_event_loop()
-    try:
-        assert loop.run_until_complete(main()) == ([b"x" * 3000, b"hello"], 2)
-    finally:
-        loop.close()
+    assert _on_evloop(main) == ([b"x" * 3000, b"hello"], 2)
+
+
+def test_the_datagram_echo_server_echoes_and_counts_each_client_done():
+    """The datagram mode: each datagram comes back to its sender whole; an empty one is a
+    client saying it is done (closed() once each)."""
+
+    async def main():
+        closed = []
+        port, stop = await aio_bench.start_echo_server("datagram", lambda: closed.append(1))
+        got = []
+        for payload in (b"x" * 3000, b"hello"):
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect(("127.0.0.1", port))
+                s.setblocking(False)
+                s.send(payload)
+                for _ in range(2000):
+                    try:
+                        got.append(s.recv(65536))
+                        break
+                    except BlockingIOError:
+                        await asyncio.sleep(0.01)
+                s.send(b"")
+        return got, await _closes(closed, 2, stop)
+
+    assert _on_evloop(main) == ([b"x" * 3000, b"hello"], 2)
 
 
 def test_an_unknown_echo_mode_is_refused():
