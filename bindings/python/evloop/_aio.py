@@ -390,10 +390,15 @@ class _DatagramTransport(_arena._AioDatagramBase, _PlainDatagramTransport):  # t
     """The datagram transport of AF_INET and AF_INET6 sockets: the stdlib's, with its read
     callback and ``sendto``'s send-at-once case native (``_AioDatagramBase``,
     src/aio_datagram.h: recvfrom into a reused buffer, the address built as socket.recvfrom
-    builds it, ``datagram_received`` called from C)."""
+    builds it, ``datagram_received`` called from C). The attributes those read on every
+    datagram are slots, read at their offsets (src/aio_slots.h)."""
+
+    __slots__ = ("_protocol", "_conn_lost", "_buffer", "_sock_fd", "_address", "_extra",
+                 "_sock")
 
 
-_arena._aio_datagram_setup(_StdDatagramTransport._read_ready, _StdDatagramTransport.sendto)
+_arena._aio_datagram_setup(_StdDatagramTransport._read_ready, _StdDatagramTransport.sendto,
+                           _DatagramTransport)
 
 # Whether the stdlib's _make_datagram_transport first refuses an fd that a transport still
 # uses (3.12 on), as for _make_socket_transport below.

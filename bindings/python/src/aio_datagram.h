@@ -3,8 +3,9 @@
 // puts in front of the stdlib's asyncio.selector_events._SelectorDatagramTransport (class
 // _DatagramTransport(_AioDatagramBase, _SelectorDatagramTransport)), for AF_INET and
 // AF_INET6 sockets only. It overrides _read_ready, and works on the stdlib transport's own
-// attributes (_conn_lost, _sock_fd, _protocol, max_size, _address, _buffer, _extra, _sock),
-// so every other method is the stdlib's:
+// attributes (_conn_lost, _sock_fd, _protocol, max_size, _address, _buffer, _extra, _sock:
+// slots of evloop's class but max_size, src/aio_slots.h), so every other method is the
+// stdlib's:
 // - _read_ready: recvfrom in C into the reusable receive buffer of aio_transport.h, then one
 //   bytes of the datagram's size and the address as socket.recvfrom makes it, and
 //   protocol.datagram_received(data, addr) called from C; errors as the stdlib's
@@ -34,8 +35,9 @@ namespace aio {
 struct DatagramGlobals {
     PyObject *std_read_ready = nullptr; // _SelectorDatagramTransport._read_ready
     PyObject *std_sendto = nullptr;     // _SelectorDatagramTransport.sendto
-    PyObject *s_datagram_received, *s_error_received, *s_address, *s_extra, *s_peername,
-        *s_sock, *s_sendto, *m_read_fatal, *m_write_fatal;
+    PyObject *base_type = nullptr;      // _AioDatagramBase
+    PyObject *s_datagram_received, *s_error_received, *s_peername, *s_sendto, *m_read_fatal,
+        *m_write_fatal;
 };
 DatagramGlobals gd;
 
@@ -196,7 +198,7 @@ PyObject *send_now(PyObject *self, PyObject *data, PyObject *addr, PyObject *to)
     Py_DECREF(b);
     if (blen != 0)
         return blen < 0 ? nullptr : std_sendto(self, data, addr);
-    PyObject *extra = PyObject_GetAttr(self, gd.s_extra);
+    PyObject *extra = slot_get(self, S_EXTRA);
     PyObject *peer = extra && PyDict_CheckExact(extra) ? PyDict_GetItemWithError(extra, gd.s_peername)
                                                        : nullptr;
     int connected = peer ? PyObject_IsTrue(peer) : -1;
@@ -222,7 +224,7 @@ PyObject *send_now(PyObject *self, PyObject *data, PyObject *addr, PyObject *to)
         }
         r = n >= 0 ? Py_NewRef(Py_None) : nullptr;
     } else { // self._sock.sendto(data, addr)
-        PyObject *sock = PyObject_GetAttr(self, gd.s_sock);
+        PyObject *sock = slot_get(self, S_SOCK);
         r = nullptr;
         if (sock) {
             PyObject *a[3] = {sock, data, to};
@@ -265,7 +267,7 @@ PyObject *dg_sendto(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyO
     Py_ssize_t len = PyObject_Size(data);
     if (len <= 0) // empty (3.11 and 3.12 send nothing, 3.13 an empty datagram), or an error
         return len < 0 ? nullptr : std_sendto(self, data, addr);
-    PyObject *address = PyObject_GetAttr(self, gd.s_address);
+    PyObject *address = slot_get(self, S_ADDRESS);
     if (!address)
         return nullptr;
     int has_address = PyObject_IsTrue(address);
@@ -289,14 +291,18 @@ PyMethodDef datagram_methods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-// _aio_datagram_setup(read_ready, sendto): the stdlib datagram transport's methods, for what
-// the fast paths leave.
+// _aio_datagram_setup(read_ready, sendto, cls): the stdlib datagram transport's methods, for
+// what the fast paths leave, and evloop's datagram transport class, whose hot attributes
+// are slots (src/aio_slots.h).
 PyObject *datagram_setup(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "_aio_datagram_setup(read_ready, sendto): 2 arguments");
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_aio_datagram_setup(read_ready, sendto, cls): 3 arguments");
         return nullptr;
     }
+    if (!slots_set_class(SC_DATAGRAM, args[2], gd.base_type))
+        return nullptr;
     Py_XSETREF(gd.std_read_ready, Py_NewRef(args[0]));
     Py_XSETREF(gd.std_sendto, Py_NewRef(args[1]));
     Py_RETURN_NONE;
@@ -304,24 +310,23 @@ PyObject *datagram_setup(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 
 PyMethodDef datagram_setup_def = {
     "_aio_datagram_setup", EVLOOP_FASTKW(datagram_setup), METH_FASTCALL,
-    "_aio_datagram_setup(_SelectorDatagramTransport._read_ready, ...sendto)."};
+    "_aio_datagram_setup(_SelectorDatagramTransport._read_ready, ...sendto, "
+    "_DatagramTransport)."};
 
 // Registers _AioDatagramBase and _aio_datagram_setup in module m (the _arena module).
 void register_datagram(PyObject *m)
 {
     const Name names[] = {{&gd.s_datagram_received, "datagram_received"},
                           {&gd.s_error_received, "error_received"},
-                          {&gd.s_address, "_address"},
-                          {&gd.s_extra, "_extra"},
                           {&gd.s_peername, "peername"},
-                          {&gd.s_sock, "_sock"},
                           {&gd.s_sendto, "sendto"},
                           {&gd.m_read_fatal, "Fatal read error on datagram transport"},
                           {&gd.m_write_fatal, "Fatal write error on datagram transport"}};
     intern_names(names);
-    add_base_type(m, "evloop._arena._AioDatagramBase",
-                  "The native read and send-at-once paths of evloop's datagram transport.",
-                  datagram_methods);
+    gd.base_type = Py_NewRef(add_base_type(
+        m, "evloop._arena._AioDatagramBase",
+        "The native read and send-at-once paths of evloop's datagram transport.",
+        datagram_methods));
     add_function(m, &datagram_setup_def);
 }
 

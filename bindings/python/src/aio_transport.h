@@ -489,7 +489,7 @@ PyObject *transport_setup(PyObject *, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "_aio_transport_setup(write, cls): 2 arguments");
         return nullptr;
     }
-    if (!slots_set_class(args[1], gt.base_type))
+    if (!slots_set_class(SC_STREAM, args[1], gt.base_type))
         return nullptr;
     Py_XSETREF(gt.std_write, Py_NewRef(args[0]));
     Py_RETURN_NONE;

@@ -281,6 +281,37 @@ def test_sendto_refusals_and_a_closed_transport_as_the_stdlib(caplog):
     assert ours[0][0] is TypeError and ours[3][0] is ValueError and ours[2] is True
 
 
+DATAGRAM_HOT = ("_protocol", "_conn_lost", "_buffer", "_sock_fd", "_address", "_extra", "_sock")
+
+
+def test_the_hot_attributes_are_slots_and_a_patch_on_the_class_wins(aloop):
+    """The attributes the native paths read are slots the stdlib's code sets; a property put
+    on the class under one of the names wins over the slot for the native sendto too (the
+    class's version tag changes); put back, the slot serves again."""
+    cls = evloop._aio._DatagramTransport
+    tr, pr = _endpoint(aloop, Recorder([]))
+    peer = _peer()
+    saved = cls.__dict__["_address"]
+    try:
+        assert set(cls.__slots__) == set(DATAGRAM_HOT)
+        assert not set(DATAGRAM_HOT) & set(vars(tr))
+        assert tr._address is None and tr._conn_lost == 0 and tr._sock_fd == tr._sock.fileno()
+        tr.sendto(b"slot", peer.getsockname())
+        assert peer.recv(10) == b"slot"
+        cls._address = property(lambda self: peer.getsockname())
+        tr.sendto(b"via the patch")  # no addr: the endpoint's own, which the property gives
+        assert peer.recv(20) == b"via the patch"
+        cls._address = saved
+        assert tr._address is None
+        tr.sendto(b"slot again", peer.getsockname())
+        assert peer.recv(20) == b"slot again"
+    finally:
+        cls._address = saved
+        tr.close()
+        aloop.run_until_complete(asyncio.sleep(0))
+        peer.close()
+
+
 def test_a_deleted_attribute_raises_attributeerror_as_the_stdlib():
     def scenario(loop):
         tr, pr = _endpoint(loop, Recorder([]))
