@@ -149,6 +149,33 @@ def test_echo_gives_the_same_data_and_addresses_as_the_stdlib(family):
     assert ours[1] == [b"back", b"array", b"view", b"keywords"]
 
 
+def test_ipv4_addresses_of_every_digit_count_are_written_as_the_socket_module():
+    """The native path writes IPv4 addresses itself: senders bound across 127.0.0.0/8 (one,
+    two and three digits in each place, zeros) come out as socket.recvfrom gives them."""
+    hosts = ["127.0.0.1", "127.9.10.99", "127.100.0.250", "127.255.1.0", "127.0.100.10"]
+
+    def scenario(loop):
+        log: List[Any] = []
+        tr, pr = _endpoint(loop, Recorder(log))
+        out = []
+        for h in hosts:
+            try:
+                peer = _peer(host=h)
+            except OSError:  # not a local address here
+                continue
+            peer.sendto(h.encode(), tr.get_extra_info("sockname"))
+            _run_until(loop, lambda: len(log) == 2 + len(out))
+            out.append((log[-1][1], log[-1][2] == peer.getsockname(), log[-1][2][0]))
+            peer.close()
+        tr.close()
+        loop.run_until_complete(asyncio.sleep(0))
+        return out
+
+    stock, ours = _both(scenario)
+    assert stock == ours and len(ours) >= 1
+    assert all(sent.decode() == host and same for sent, same, host in ours)
+
+
 def test_max_size_truncates_as_the_stdlib_and_past_the_native_buffer_reads_whole():
     def scenario(loop):
         out = []

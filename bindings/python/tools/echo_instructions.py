@@ -1,6 +1,6 @@
 """User-space instructions per message of an asyncio echo server (1 KiB, 10 clients; protocol,
-streams or sock mode, as evloop.aio_bench's echo families), counted by valgrind's callgrind:
-the count does not drift with the machine's load as times do. The server runs under callgrind
+streams, sock or datagram mode, as evloop.aio_bench's echo families), counted by valgrind's
+callgrind: the count does not drift with the machine's load as times do. The server runs under callgrind
 twice, for FEW and MANY round trips per client; (Ir(MANY) - Ir(FEW)) / (10 * (MANY - FEW)) is
 the cost of one message echoed, with start-up and shutdown cancelled out. The clients are a
 separate process, not counted.
@@ -59,15 +59,25 @@ CLIENTS = 10
 SIZE = 1024
 
 
-def clients(port: int, rounds: int) -> None:
+def clients(port: int, rounds: int, mode: str) -> None:
     msg = b"x" * SIZE
     errors: list = []
 
     def one() -> None:
         try:
-            exchange()
+            exchange_datagrams() if mode == "datagram" else exchange()
         except Exception as e:  # noqa: BLE001 -- reported after the join
             errors.append(e)
+
+    def exchange_datagrams() -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("127.0.0.1", port))
+            s.settimeout(60)  # the server runs under callgrind; loopback loses nothing
+            for _ in range(rounds):
+                s.send(msg)
+                if len(s.recv(65536)) != SIZE:
+                    raise RuntimeError("a datagram came back cut")
+            s.send(b"")  # this client is done
 
     def exchange() -> None:
         with socket.create_connection(("127.0.0.1", port)) as s:
@@ -109,7 +119,7 @@ def instructions(name: str, rounds: int, tmp: str, mode: str) -> int:
         time.sleep(0.1)
     try:
         with open(port_file) as f:
-            clients(int(f.read()), rounds)
+            clients(int(f.read()), rounds, mode)
     except BaseException:
         proc.kill()
         proc.wait()
@@ -126,7 +136,8 @@ def instructions(name: str, rounds: int, tmp: str, mode: str) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--loops", default="evloop,uvloop,asyncio")
-    ap.add_argument("--mode", default="protocol", choices=("protocol", "streams", "sock"))
+    ap.add_argument("--mode", default="protocol",
+                    choices=("protocol", "streams", "sock", "datagram"))
     ap.add_argument("--few", type=int, default=200, help="round trips per client, first run")
     ap.add_argument("--many", type=int, default=600, help="round trips per client, second run")
     args = ap.parse_args()
