@@ -413,8 +413,8 @@ class _SocketTransport(_arena._AioStreamBase, _StdSocketTransport):  # type: ign
     """The stdlib's stream socket transport with its hot methods native
     (``_AioStreamBase``, src/aio_transport.h): the read callbacks (recv and the protocol's
     ``data_received`` or ``get_buffer``/``buffer_updated`` from C), ``write``'s send-at-once
-    case and ``is_closing``; the rest, and every rare branch of those, is the stdlib's code on the same
-    attributes. The attributes the native methods read on every message are slots, which
+    case and ``is_closing``; the rest, and every rare branch of those, is the stdlib's code
+    on the same attributes. The attributes the native methods read on every message are slots, which
     they read at their offsets (src/aio_slots.h); the stdlib's code sets and reads them as
     before."""
 

@@ -232,8 +232,8 @@ PyObject *send_now(PyObject *self, PyObject *data, PyObject *addr, PyObject *to)
     if (blen != 0)
         return blen < 0 ? nullptr : std_sendto(self, data, addr);
     PyObject *extra = slot_get(self, S_EXTRA);
-    PyObject *peer = extra && PyDict_CheckExact(extra) ? PyDict_GetItemWithError(extra, gd.s_peername)
-                                                       : nullptr;
+    PyObject *peer =
+        extra && PyDict_CheckExact(extra) ? PyDict_GetItemWithError(extra, gd.s_peername) : nullptr;
     int connected = peer ? PyObject_IsTrue(peer) : -1;
     Py_XDECREF(extra);
     if (connected < 0) { // not laid out as the stdlib's: its code says what happens

@@ -382,7 +382,8 @@ def test_many_datagrams_both_ways_none_lost_or_reordered(aloop):
         return got
 
     try:
-        assert aloop.run_until_complete(asyncio.wait_for(run(), DEADLINE * 3)) == list(range(10_000))
+        got = aloop.run_until_complete(asyncio.wait_for(run(), DEADLINE * 3))
+        assert got == list(range(10_000))
     finally:
         tr.close()
         aloop.run_until_complete(asyncio.sleep(0))

@@ -1,9 +1,9 @@
 """User-space instructions per message of an asyncio echo server (1 KiB, 10 clients; protocol,
 streams, sock or datagram mode, as evloop.aio_bench's echo families), counted by valgrind's
-callgrind: the count does not drift with the machine's load as times do. The server runs under callgrind
-twice, for FEW and MANY round trips per client; (Ir(MANY) - Ir(FEW)) / (10 * (MANY - FEW)) is
-the cost of one message echoed, with start-up and shutdown cancelled out. The clients are a
-separate process, not counted.
+callgrind: the count does not drift with the machine's load as times do. The server runs
+under callgrind twice, for FEW and MANY round trips per client; (Ir(MANY) - Ir(FEW)) /
+(10 * (MANY - FEW)) is the cost of one message echoed, with start-up and shutdown cancelled
+out. The clients are a separate process, not counted.
 
     python tools/echo_instructions.py [--loops evloop,uvloop,asyncio] [--mode protocol]
                                       [--few 200 --many 600]
