@@ -114,10 +114,14 @@ Py_ssize_t recvfrom_nb(int fd, char *buf, Py_ssize_t len, sockaddr_storage *ss, 
     }
 }
 
-// The stdlib's `except OSError as exc: self._protocol.error_received(exc)`, exc the
-// exception set now: None, or nullptr with what error_received raised.
-PyObject *to_error_received(PyObject *self)
+// The exception set now, raised inside one of the stdlib's try blocks around a socket call,
+// through its except clauses after the first: an OSError goes to
+// self._protocol.error_received(exc); SystemExit and KeyboardInterrupt up; anything else to
+// self._fatal_error(exc, msg). None, or nullptr with what went up.
+PyObject *op_failed(PyObject *self, PyObject *msg)
 {
+    if (!PyErr_ExceptionMatches(PyExc_OSError))
+        return fatal(self, msg);
     PyObject *exc = fetch_exception();
     if (!exc)
         Py_RETURN_NONE;
@@ -135,10 +139,8 @@ PyObject *to_error_received(PyObject *self)
     Py_RETURN_NONE;
 }
 
-// The exception set now, raised inside the stdlib's try around sock.recvfrom, through its
-// except clauses: BlockingIOError and InterruptedError pass; another OSError goes to
-// error_received; SystemExit and KeyboardInterrupt up; anything else to
-// self._fatal_error(exc, msg).
+// The same around sock.recvfrom, whose first except clause lets BlockingIOError and
+// InterruptedError pass.
 PyObject *read_failed(PyObject *self)
 {
     if (PyErr_ExceptionMatches(PyExc_BlockingIOError) ||
@@ -146,9 +148,7 @@ PyObject *read_failed(PyObject *self)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    if (!PyErr_ExceptionMatches(PyExc_OSError))
-        return fatal(self, gd.m_read_fatal);
-    return to_error_received(self);
+    return op_failed(self, gd.m_read_fatal);
 }
 
 // _read_ready: one datagram, as the stdlib's (above).
@@ -275,9 +275,7 @@ PyObject *send_now(PyObject *self, PyObject *data, PyObject *addr, PyObject *to)
         Py_DECREF(r);
         Py_RETURN_NONE;
     }
-    if (!PyErr_ExceptionMatches(PyExc_OSError))
-        return fatal(self, gd.m_write_fatal);
-    return to_error_received(self);
+    return op_failed(self, gd.m_write_fatal);
 }
 
 // sendto(data, addr=None): the stdlib's "send it right away" case in C (bytes, bytearray or a

@@ -28,9 +28,9 @@ def costs(n: int, m: int) -> Callable[[], Any]:
         a.setblocking(False)
         b.setblocking(False)
         try:
-            async def echo() -> None:
-                for _ in range(n):
-                    await loop.sock_sendall(b, await loop.sock_recv(b, 65536))
+            async def echo() -> None:  # until EOF: a message may come in pieces
+                while data := await loop.sock_recv(b, 65536):
+                    await loop.sock_sendall(b, data)
 
             t = loop.create_task(echo())
             msg = b"x" * 1024
@@ -41,6 +41,7 @@ def costs(n: int, m: int) -> Callable[[], Any]:
                 while got < len(msg):
                     got += len(await loop.sock_recv(a, 65536))
             rt = (time.perf_counter() - t0) / n
+            a.shutdown(socket.SHUT_WR)
             await t
 
             def cb() -> None:
