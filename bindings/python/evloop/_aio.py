@@ -237,6 +237,7 @@ class _EvloopSelector(selectors.BaseSelector):
 
     def close(self) -> None:
         self._keys.clear()
+        self._map = None  # as the stdlib's selectors: the view points back at this selector
         raw, self._raw = self._raw, None
         if raw is not None:
             raw.on_error = None
@@ -431,6 +432,13 @@ _arena._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
                        _StdLoop._sock_recv)
 
 
+# The loop's methods that the stdlib's code calls on self and the native core replaces
+# (src/aio_core.h's Hook, bit by bit): where a subclass overrides one, or one is set on the
+# instance, the core calls it as the stdlib does.
+_HOOKS = ("time", "call_at", "_process_events", "_write_to_self",
+          "_add_reader", "_add_writer", "_remove_reader", "_remove_writer")
+
+
 class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
     """An asyncio event loop on evloop: asyncio's Unix selector event loop with its ready
     queue, timers and iteration native (``_AioCore``), evloop's poller and wait as its
@@ -445,10 +453,11 @@ class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[mis
         self._evloop_raw = raw
         self._evloop_wake = raw.wake
         selector = _EvloopSelector(raw)
-        # The iteration does _process_events's work in C unless a subclass has its own.
-        native_io = (type(self)._process_events is
-                     asyncio.selector_events.BaseSelectorEventLoop._process_events)
-        self._evloop_attach(raw, selector, selector._keys, native_io, _C_ANY_READ, _C_ANY_WRITE)
+        # The core calls the methods of _HOOKS that a subclass overrides as the stdlib does.
+        cls = type(self)
+        hooks = sum(1 << i for i, name in enumerate(_HOOKS)
+                    if getattr(cls, name) is not getattr(EventLoop, name))
+        self._evloop_attach(raw, selector, selector._keys, hooks, _C_ANY_READ, _C_ANY_WRITE)
         super().__init__(selector)
 
     # The stdlib's deque and heap list, replaced by the native queue and heap.
@@ -483,13 +492,18 @@ class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[mis
 
     def _make_socket_transport(self, sock: Any, protocol: Any, waiter: Any = None, *,
                                extra: Any = None, server: Any = None) -> Any:
+        if type(sock) is not socket.socket:
+            # A subclass may have its own recv, recv_into or send, which the stdlib's
+            # transport calls and the native one (reading the fd itself) would not.
+            return super()._make_socket_transport(sock, protocol, waiter, extra=extra,
+                                                  server=server)
         if _ENSURE_FD_NO_TRANSPORT:  # as the stdlib's method checks first
             self._ensure_fd_no_transport(sock)
         return _SocketTransport(self, sock, protocol, waiter, extra, server)
 
     def _make_datagram_transport(self, sock: Any, protocol: Any, address: Any = None,
                                  waiter: Any = None, extra: Any = None) -> Any:
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
+        if type(sock) is socket.socket and sock.family in (socket.AF_INET, socket.AF_INET6):
             if _DATAGRAM_ENSURE_FD_NO_TRANSPORT:  # as the stdlib's method checks first
                 self._ensure_fd_no_transport(sock)
             return _DatagramTransport(self, sock, protocol, address, waiter, extra)

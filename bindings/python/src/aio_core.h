@@ -96,9 +96,26 @@ struct Layout {
     // interned names
     PyObject *s_context, *s_check_thread, *s_check_callback, *s_write_to_self, *s_process_events,
         *s_select, *s_remove_reader, *s_remove_writer, *s_time, *s_run, *s_events, *s_cancelled,
-        *s_scheduled, *s_call_soon, *s_call_soon_threadsafe, *s_call_at;
+        *s_scheduled, *s_call_soon, *s_call_soon_threadsafe, *s_call_at, *s_add_reader,
+        *s_add_writer;
+    PyObject *const *hook_names[8]; // by Hook bit: s_time, s_call_at, ...
 };
 Layout g;
+
+// The loop's methods that the stdlib's code calls on self and the core replaces, in the order
+// of evloop/_aio.py's _HOOKS. Where a subclass overrides one, or one is set on the instance
+// (mock.patch.object(loop, "time"), as web frameworks' tests do), the core calls it as the
+// stdlib does: time() from the iteration and call_later, call_at() from call_later,
+// _process_events() from the iteration, _write_to_self() from call_soon_threadsafe, and the
+// four fd registry methods from sock_recv (which then takes the stdlib's way).
+enum Hook : unsigned {
+    H_TIME = 1u << 0,
+    H_CALL_AT = 1u << 1,
+    H_PROCESS_EVENTS = 1u << 2,
+    H_WRITE_TO_SELF = 1u << 3,
+    H_FDS = 0xfu << 4, // _add_reader, _add_writer, _remove_reader, _remove_writer
+};
+constexpr unsigned kHooks = 8;
 
 inline PyObject *&slot(PyObject *o, Py_ssize_t off)
 {
@@ -329,11 +346,12 @@ struct Core {
     // A wake (evloop_submit of a no-op) was made since the iteration last read the ready
     // queue before waiting: later call_soon_threadsafe calls need none. GIL-protected.
     bool wake_pending;
-    bool custom_time; // a subclass overrides time(): call it
+    // The hooks (see Hook) that a subclass overrides, and those overridden by the class or
+    // set on the instance now (see core_setattro): the core calls those as the stdlib does.
+    unsigned class_hooks, hooks;
     PyObject *raw;    // the RawLoop (either variant), with its AioOps
     const AioOps *ops;
     PyObject *selector, *sel_keys; // the _EvloopSelector and its fd -> SelectorKey dict
-    bool native_io;          // _process_events is the stdlib's: done here (dispatch_io)
     unsigned any_read, any_write; // the C events that make an fd readable / writable
     PyObject *selector_attr; // loop._selector as the stdlib's code sets it (None once closed)
     // The handle call_soon queued last (borrowed; in the ring) and whether its context is the
@@ -356,7 +374,7 @@ inline double monotonic()
 // (check PyErr_Occurred) only for an overridden time().
 double loop_time(Core *self)
 {
-    if (!self->custom_time)
+    if (!(self->hooks & H_TIME))
         return monotonic();
     PyObject *t = PyObject_CallMethodNoArgs(reinterpret_cast<PyObject *>(self), g.s_time);
     if (!t)
@@ -736,7 +754,7 @@ PyObject *core_call_soon_threadsafe(PyObject *me, PyObject *const *argv, size_t 
     h = push_fresh(self, h, ours);
     if (!h)
         return nullptr;
-    if (self->debug) { // the stdlib's own wake-up call, so that a subclass's is honoured
+    if (self->debug || (self->hooks & H_WRITE_TO_SELF)) { // the stdlib's own wake-up call
         PyObject *r = PyObject_CallMethodNoArgs(me, g.s_write_to_self);
         if (!r)
             Py_CLEAR(h);
@@ -790,6 +808,30 @@ PyObject *core_call_at(PyObject *me, PyObject *const *argv, size_t nargsf, PyObj
     return schedule_at(self, when, callback, args, context);
 }
 
+// self.call_at(when, callback, *args, context=context), as the stdlib's call_later calls it,
+// for a call_at of a subclass's or set on the instance. Takes args (the reference).
+PyObject *call_at_method(PyObject *me, PyObject *when, PyObject *callback, PyObject *args,
+                         PyObject *context)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *pos = PyTuple_New(n + 2);
+    PyObject *kw = pos && context ? Py_BuildValue("{OO}", g.s_context, context) : nullptr;
+    PyObject *method = pos && (kw || !context) ? PyObject_GetAttr(me, g.s_call_at) : nullptr;
+    PyObject *h = nullptr;
+    if (method) {
+        PyTuple_SET_ITEM(pos, 0, Py_NewRef(when));
+        PyTuple_SET_ITEM(pos, 1, Py_NewRef(callback));
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyTuple_SET_ITEM(pos, i + 2, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+        h = PyObject_Call(method, pos, kw);
+    }
+    Py_XDECREF(method);
+    Py_XDECREF(kw);
+    Py_XDECREF(pos);
+    Py_DECREF(args);
+    return h;
+}
+
 PyObject *core_call_later(PyObject *me, PyObject *const *argv, size_t nargsf, PyObject *kwnames)
 {
     Core *self = reinterpret_cast<Core *>(me);
@@ -803,10 +845,10 @@ PyObject *core_call_later(PyObject *me, PyObject *const *argv, size_t nargsf, Py
     }
     // when = self.time() + delay, with the stdlib's errors for a bad delay
     PyObject *when;
-    if (!self->custom_time && PyFloat_CheckExact(delay)) {
+    if (!(self->hooks & H_TIME) && PyFloat_CheckExact(delay)) {
         when = PyFloat_FromDouble(monotonic() + PyFloat_AS_DOUBLE(delay));
     } else {
-        PyObject *now = self->custom_time ? PyObject_CallMethodNoArgs(me, g.s_time)
+        PyObject *now = self->hooks & H_TIME ? PyObject_CallMethodNoArgs(me, g.s_time)
                                           : PyFloat_FromDouble(monotonic());
         when = now ? PyNumber_Add(now, delay) : nullptr;
         Py_XDECREF(now);
@@ -816,7 +858,8 @@ PyObject *core_call_later(PyObject *me, PyObject *const *argv, size_t nargsf, Py
         Py_DECREF(args);
         return nullptr;
     }
-    PyObject *h = schedule_at(self, when, callback, args, context);
+    PyObject *h = self->hooks & H_CALL_AT ? call_at_method(me, when, callback, args, context)
+                                       : schedule_at(self, when, callback, args, context);
     Py_DECREF(when);
     return h;
 }
@@ -860,6 +903,36 @@ PyObject *core_timer_handle_cancelled(PyObject *me, PyObject *h)
 }
 
 PyObject *core_time(PyObject *, PyObject *) { return PyFloat_FromDouble(monotonic()); }
+
+inline bool is_name(PyObject *name, PyObject *interned)
+{
+    return name == interned || (PyUnicode_GET_LENGTH(name) == PyUnicode_GET_LENGTH(interned) &&
+                                PyUnicode_Compare(name, interned) == 0);
+}
+
+// Attribute assignment on the loop, the generic one, which also notes a method that the
+// stdlib's code calls on self being set on or deleted from the instance
+// (mock.patch.object(loop, "time"), as web frameworks' tests do to expire timers): time,
+// call_at and _process_events are then called as the stdlib calls them, and the native way
+// is taken again once the patch is gone. A Python subclass inherits this slot unless it
+// defines __setattr__, whose super() call then reaches it.
+int core_setattro(PyObject *me, PyObject *name, PyObject *value)
+{
+    if (PyObject_GenericSetAttr(me, name, value) < 0)
+        return -1;
+    if (!PyUnicode_Check(name))
+        return 0;
+    Core *self = reinterpret_cast<Core *>(me);
+    for (unsigned i = 0; i < kHooks; i++) {
+        if (is_name(name, *g.hook_names[i])) {
+            unsigned bit = 1u << i, here = self->hooks & ~self->class_hooks;
+            here = value ? here | bit : here & ~bit;
+            self->hooks = self->class_hooks | here;
+            break;
+        }
+    }
+    return 0;
+}
 
 // ---------------------------------------------------------------- the iteration
 
@@ -982,7 +1055,7 @@ int poll_io(Core *self, int64_t timeout_ns)
 {
     PyObject *me = reinterpret_cast<PyObject *>(self);
     PyObject *events;
-    if (self->selector_attr == self->selector) {
+    if (self->selector && self->selector_attr == self->selector) {
         if (self->ops->poll(self->raw, timeout_ns) < 0)
             return -1;
         IoReady *io = self->ops->io_ready(self->raw);
@@ -993,7 +1066,7 @@ int poll_io(Core *self, int64_t timeout_ns)
         }
         if (io->fds.empty())
             return 0;
-        if (self->native_io)
+        if (!(self->hooks & H_PROCESS_EVENTS))
             return dispatch_io(self, io);
         events = PyObject_CallMethodNoArgs(self->selector, g.s_events);
     } else { // someone replaced loop._selector: the stdlib's way
@@ -1072,20 +1145,21 @@ PyObject *core_run_once(PyObject *me, PyObject *)
 
 // ---------------------------------------------------------------- views and set-up
 
-// _evloop_attach(raw, selector, keys, native_io, any_read, any_write): the RawLoop to drive,
-// the _EvloopSelector and its fd -> SelectorKey dict, whether _process_events is the stdlib's
-// (then the core does its work), and the C events read as readable / writable.
+// _evloop_attach(raw, selector, keys, class_hooks, any_read, any_write): the RawLoop to
+// drive, the _EvloopSelector and its fd -> SelectorKey dict, the hooks the loop's class
+// overrides (a Hook mask, as evloop/_aio.py's _HOOKS lists them), and the C events read as
+// readable / writable.
 PyObject *core_attach(PyObject *me, PyObject *const *argv, Py_ssize_t n)
 {
     Core *self = reinterpret_cast<Core *>(me);
     if (n != 6 || !PyDict_CheckExact(argv[2])) {
-        PyErr_SetString(PyExc_TypeError, "_evloop_attach(raw, selector, keys: dict, native_io, "
+        PyErr_SetString(PyExc_TypeError, "_evloop_attach(raw, selector, keys: dict, hooks, "
                                          "any_read, any_write)");
         return nullptr;
     }
-    int native = PyObject_IsTrue(argv[3]);
+    unsigned long hooks = PyLong_AsUnsignedLong(argv[3]);
     unsigned long rd = PyLong_AsUnsignedLong(argv[4]), wr = PyLong_AsUnsignedLong(argv[5]);
-    if (native < 0 || PyErr_Occurred())
+    if (PyErr_Occurred())
         return nullptr;
     PyObject *cap = PyObject_GetAttrString(argv[0], "_aio_ops");
     auto *ops = cap ? static_cast<const AioOps *>(PyCapsule_GetPointer(cap, "evloop.aio_ops"))
@@ -1101,16 +1175,9 @@ PyObject *core_attach(PyObject *me, PyObject *const *argv, Py_ssize_t n)
     self->ops = ops;
     Py_XSETREF(self->selector, Py_NewRef(argv[1]));
     Py_XSETREF(self->sel_keys, Py_NewRef(argv[2]));
-    self->native_io = native;
+    self->class_hooks = self->hooks = unsigned(hooks) & ((1u << kHooks) - 1);
     self->any_read = unsigned(rd);
     self->any_write = unsigned(wr);
-    // time() overridden by a subclass: the iteration and call_later call it
-    PyObject *mine = PyDict_GetItemString(g_core_type->tp_dict, "time");
-    PyObject *theirs = PyObject_GetAttrString(reinterpret_cast<PyObject *>(Py_TYPE(me)), "time");
-    if (!theirs)
-        return nullptr;
-    self->custom_time = theirs != mine;
-    Py_DECREF(theirs);
     Py_RETURN_NONE;
 }
 
@@ -1281,7 +1348,14 @@ PyObject *get_selector(PyObject *me, void *)
 
 int set_selector(PyObject *me, PyObject *v, void *)
 {
-    Py_XSETREF(reinterpret_cast<Core *>(me)->selector_attr, Py_XNewRef(v));
+    Core *self = reinterpret_cast<Core *>(me);
+    if (v == Py_None && self->selector && self->selector_attr == self->selector) {
+        // The stdlib's close() drops the selector it has closed: the core lets go of it too
+        // (the iteration and the fd registry take the stdlib's way once they differ).
+        Py_CLEAR(self->selector);
+        Py_CLEAR(self->sel_keys);
+    }
+    Py_XSETREF(self->selector_attr, Py_XNewRef(v));
     return 0;
 }
 
@@ -1506,8 +1580,14 @@ void register_core(PyObject *m)
                           {&g.s_scheduled, "_scheduled"},
                           {&g.s_call_soon, "call_soon"},
                           {&g.s_call_soon_threadsafe, "call_soon_threadsafe"},
-                          {&g.s_call_at, "call_at"}};
+                          {&g.s_call_at, "call_at"},
+                          {&g.s_add_reader, "_add_reader"},
+                          {&g.s_add_writer, "_add_writer"}};
     intern_names(names);
+    PyObject *const *hooks[kHooks] = {&g.s_time,          &g.s_call_at,     &g.s_process_events,
+                                      &g.s_write_to_self, &g.s_add_reader,  &g.s_add_writer,
+                                      &g.s_remove_reader, &g.s_remove_writer};
+    std::memcpy(g.hook_names, hooks, sizeof hooks);
     static PyType_Slot slots[] = {
         {Py_tp_doc,
          const_cast<char *>("The native part of evloop.EventLoop: ready queue, timer heap, "
@@ -1516,6 +1596,7 @@ void register_core(PyObject *m)
         {Py_tp_dealloc, reinterpret_cast<void *>(core_dealloc)},
         {Py_tp_traverse, reinterpret_cast<void *>(core_traverse)},
         {Py_tp_clear, reinterpret_cast<void *>(core_clear)},
+        {Py_tp_setattro, reinterpret_cast<void *>(core_setattro)},
         {Py_tp_methods, core_methods},
         {Py_tp_getset, core_getset},
         {0, nullptr}};

@@ -76,7 +76,8 @@ PyObject *recv_now(int fd, Py_ssize_t n)
 // n of sock_recv(sock, n) if the fast path may take the call, else -1 (no exception).
 Py_ssize_t fast_recv_size(Core *self, PyObject *sock, PyObject *n)
 {
-    if (self->debug || !gs.socket_t || !Py_IS_TYPE(sock, gs.socket_t) || !PyLong_CheckExact(n))
+    if (self->debug || !gs.socket_t || !Py_IS_TYPE(sock, gs.socket_t) || !PyLong_CheckExact(n) ||
+        (self->hooks & H_FDS)) // the fd registry's methods overridden: the stdlib's way
         return -1;
     Py_ssize_t v = PyLong_AsSsize_t(n);
     if (v == -1 && PyErr_Occurred())
