@@ -43,6 +43,7 @@ set(EVLOOP_CORE_SOURCES
     src/core/signals.c
     src/core/ops.c
     src/core/ops_emulate.c
+    src/core/ops_sim.c
     src/core/io.c
     src/core/timer.c
     src/core/submit.c

@@ -13,11 +13,11 @@
 #include "io.h"
 #include "ops.h"
 #include "ops_emulate.h"
+#include "ops_sim.h"
 
 #define OP_CACHE_MAX 256           /* completed ops the loop thread keeps for reuse */
 #define REAP_WAIT_NS 100000000     /* stop: one wait for native results, 100 ms */
 #define REAP_GIVE_UP_NS 10000000000 /* stop: native results missing this long: abandoned */
-#define SIM_SEND_MAX 1000           /* native-sim: bytes a send start writes at most */
 
 struct cancel_req {
     evloop *loop;
@@ -68,7 +68,7 @@ static void decide_mode(evloop *loop)
     bool has = loop->backend->op_start && loop->backend->op_cancel;
     if (env && strcmp(env, "native-sim") == 0) {
         o->mode = EVLOOP__OPS_NATIVE_SIM;
-        o->send_cap = SIM_SEND_MAX;
+        o->send_cap = EVLOOP__SIM_SEND_MAX;
     } else {
         o->mode = has && !(env && strcmp(env, "emulate") == 0) ? EVLOOP__OPS_NATIVE
                                                                 : EVLOOP__OPS_EMULATED;
@@ -213,52 +213,13 @@ static void schedule_done(evloop *loop)
         o->done_task = true;
 }
 
-/* ---- starting ops --------------------------------------------------------------------- */
-
-/* ---- native-sim: the native contract over the emulation (tests) ---------------------------- */
-
-/* Loop thread, under io_lock: op's report, held back for the next wait(). */
-static void sim_queue(evloop *loop, struct evloop__op *op, int64_t res)
-{
-    struct evloop__ops *o = &loop->ops;
-    op->res = res;
-    op->flags |= EVLOOP__OPF_REPORTED;
-    op->report_next = NULL;
-    if (o->sim_tail)
-        o->sim_tail->report_next = op;
-    else
-        o->sim_head = op;
-    o->sim_tail = op;
-}
-
 /* The emulation's way back for a result (ops_emulate.h). */
 static void emu_result(evloop *loop, struct evloop__op *op, int64_t res)
 {
     if (loop->ops.mode == EVLOOP__OPS_NATIVE_SIM)
-        sim_queue(loop, op, res);
+        evloop__sim_queue(loop, op, res);
     else
         evloop__ops_result(loop, op, res);
-}
-
-int evloop__ops_sim_wait(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev, int max)
-{
-    struct evloop__ops *o = &loop->ops;
-    /* The queue is the loop thread's, changed under io_lock by that same thread; the lock
-     * is for the ops' flags, which other threads' cancels mark. */
-    int n = loop->backend->wait(loop->backend_state, o->sim_head ? 0 : timeout_ns, ev, max);
-    if (n < 0)
-        return n;
-    pthread_mutex_lock(&loop->io_lock);
-    while (n < max && o->sim_head) {
-        struct evloop__op *op = o->sim_head;
-        o->sim_head = op->report_next;
-        if (!o->sim_head)
-            o->sim_tail = NULL;
-        op->flags &= (uint8_t)~EVLOOP__OPF_REPORTED;
-        ev[n++] = (struct evloop__io_event){(uint64_t)(uintptr_t)op, EVLOOP__EV_OP, op->res};
-    }
-    pthread_mutex_unlock(&loop->io_lock);
-    return n;
 }
 
 /* ---- starting ops --------------------------------------------------------------------- */
@@ -292,10 +253,7 @@ static int provider_start(evloop *loop, struct evloop__ofd *f, struct evloop__op
                                     op->len - off};
         r = loop->backend->op_start(loop->backend_state, op, &d);
     } else if (o->mode == EVLOOP__OPS_NATIVE_SIM) {
-        r = evloop__emu_start(loop, f, op, res);
-        if (r == 1)
-            sim_queue(loop, op, *res); /* never from op_start itself: from the next wait */
-        r = r < 0 ? r : 0;
+        r = evloop__sim_start(loop, f, op);
     } else {
         r = evloop__emu_start(loop, f, op, res);
     }
@@ -317,9 +275,8 @@ static int provider_cancel(evloop *loop, struct evloop__ofd *f, struct evloop__o
     op->flags |= EVLOOP__OPF_CANCELLED;
     if (o->mode == EVLOOP__OPS_NATIVE) {
         loop->backend->op_cancel(loop->backend_state, op); /* the result comes anyway */
-    } else if (!(op->flags & EVLOOP__OPF_REPORTED)) {
-        evloop__emu_cancel(loop, f, op);
-        sim_queue(loop, op, -ECANCELED);
+    } else {
+        evloop__sim_cancel(loop, f, op);
     }
     return 0;
 }
@@ -722,8 +679,8 @@ static void reap_native(evloop *loop)
     struct evloop__io_event ev[EVLOOP__IO_EVENTS_MAX];
     uint64_t last = evloop__clock_ns();
     while (loop->ops.inflight > 0) {
-        /* wait() of the backend, and native-sim's held-back reports (ops.h). */
-        int n = evloop__ops_sim_wait(loop, REAP_WAIT_NS, ev, EVLOOP__IO_EVENTS_MAX);
+        /* wait() of the backend, and native-sim's held-back reports (ops_sim.h). */
+        int n = evloop__sim_wait(loop, REAP_WAIT_NS, ev, EVLOOP__IO_EVENTS_MAX);
         if (n < 0 || evloop__clock_ns() - last >= REAP_GIVE_UP_NS) {
             loop->ops.inflight = 0; /* abandoned */
             return;

@@ -45,8 +45,4 @@ int evloop__ops_claim_fd(evloop *loop, int fd);
 /* Under io_lock, loop thread: the result of a started op (from a provider). */
 void evloop__ops_result(evloop *loop, struct evloop__op *op, int64_t res);
 
-/* tick_poll.c, loop thread, when native-sim holds reports back: wait() of the backend without
- * blocking, plus those reports. */
-int evloop__ops_sim_wait(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev, int max);
-
 #endif

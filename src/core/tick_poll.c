@@ -4,12 +4,13 @@
  * poll without sleeping. */
 #include "io.h"
 #include "ops.h"
+#include "ops_sim.h"
 #include "tick_poll.h"
 
 int evloop__wait_io(evloop *loop, int64_t timeout_ns, struct evloop__io_event *ev)
 {
-    if (loop->ops.sim_head) /* reports held back by a test mode of ops (ops.h) */
-        return evloop__ops_sim_wait(loop, timeout_ns, ev, EVLOOP__IO_EVENTS_MAX);
+    if (evloop__sim_holds_reports(loop)) /* reports held back by a test mode of ops */
+        return evloop__sim_wait(loop, timeout_ns, ev, EVLOOP__IO_EVENTS_MAX);
     return loop->backend->wait(loop->backend_state, timeout_ns, ev, EVLOOP__IO_EVENTS_MAX);
 }
 

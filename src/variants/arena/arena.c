@@ -266,8 +266,6 @@ static _Thread_local struct {
     struct cached last; /* the fast path: the queue pushed to last */
     struct cache *mine;
 } tls EVLOOP_TLS_FAST;
-#define last tls.last
-#define mine tls.mine
 
 static void thread_exit(void *p)
 {
@@ -276,8 +274,8 @@ static void thread_exit(void *p)
         lane_orphan(c->v[i].lane);
     free(c->v);
     free(c);
-    mine = NULL;
-    last = (struct cached){0};
+    tls.mine = NULL;
+    tls.last = (struct cached){0};
 }
 
 static void make_key(void)
@@ -302,15 +300,15 @@ static void prune(struct cache *c)
 
 static struct cache *my_cache(void)
 {
-    if (mine)
-        return mine;
+    if (tls.mine)
+        return tls.mine;
     pthread_once(&key_once, make_key);
     struct cache *c = calloc(1, sizeof(*c));
     if (!c || pthread_setspecific(key, c) != 0) {
         free(c);
         return NULL;
     }
-    return mine = c;
+    return tls.mine = c;
 }
 
 static struct lane *register_lane(struct evloop__ingress *q)
@@ -337,23 +335,23 @@ static struct lane *register_lane(struct evloop__ingress *q)
 /* The slow path, kept out of line so the fast path spills no registers. */
 __attribute__((noinline)) static struct lane *find_lane(struct evloop__ingress *q)
 {
-    struct cache *c = mine;
+    struct cache *c = tls.mine;
     for (size_t i = 0; c && i < c->n; i++) {
         if (c->v[i].q == q && c->v[i].id == q->id) {
-            last = c->v[i];
-            return last.lane;
+            tls.last = c->v[i];
+            return tls.last.lane;
         }
     }
     struct lane *l = register_lane(q);
     if (l)
-        last = (struct cached){q, q->id, l};
+        tls.last = (struct cached){q, q->id, l};
     return l;
 }
 
 static inline struct lane *my_lane(struct evloop__ingress *q)
 {
-    if (last.q == q && last.id == q->id)
-        return last.lane;
+    if (tls.last.q == q && tls.last.id == q->id)
+        return tls.last.lane;
     return find_lane(q);
 }
 
@@ -458,7 +456,7 @@ void evloop__ingress_woke(struct evloop__ingress *q)
     /* The lane of the push that just woke the loop: this thread's last (never a new one).
      * In seq_cst mode, where every push fences already, the switch changes nothing, but it
      * runs all the same: the sanitizers' builds, always seq_cst, see its handshake. */
-    struct lane *l = last.q == q && last.id == q->id ? last.lane : NULL;
+    struct lane *l = tls.last.q == q && tls.last.id == q->id ? tls.last.lane : NULL;
     if (!l)
         return;
     l->held = 0;
