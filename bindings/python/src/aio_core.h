@@ -910,11 +910,10 @@ inline bool is_name(PyObject *name, PyObject *interned)
                                 PyUnicode_Compare(name, interned) == 0);
 }
 
-// Attribute assignment on the loop, the generic one, which also notes a method that the
-// stdlib's code calls on self being set on or deleted from the instance
-// (mock.patch.object(loop, "time"), as web frameworks' tests do to expire timers): time,
-// call_at and _process_events are then called as the stdlib calls them, and the native way
-// is taken again once the patch is gone. A Python subclass inherits this slot unless it
+// Attribute assignment on the loop, the generic one, which also notes a hook (see Hook)
+// being set on or deleted from the instance (mock.patch.object(loop, "time"), as web
+// frameworks' tests do to expire timers): the core then calls it as the stdlib does, and
+// takes the native way again once the patch is gone. A Python subclass inherits this slot unless it
 // defines __setattr__, whose super() call then reaches it.
 int core_setattro(PyObject *me, PyObject *name, PyObject *value)
 {
