@@ -222,6 +222,8 @@ PyObject *std_sendto(PyObject *self, PyObject *data, PyObject *addr)
 PyObject *send_now(PyObject *self, PyObject *data, PyObject *addr, PyObject *to)
 {
     int t = attr_true(self, S_CONN_LOST);
+    if (t == 0)
+        t = socket_gone(self);
     if (t != 0)
         return t < 0 ? nullptr : std_sendto(self, data, addr);
     PyObject *b = slot_get(self, S_BUFFER);

@@ -90,11 +90,27 @@ int attr_true(PyObject *o, SlotId id)
     return t;
 }
 
+// Whether the stdlib's _call_connection_lost has run: it closes the socket and sets _sock and
+// _protocol to None, and _conn_lost can still be 0 then (a close() that waited for the buffer
+// to drain ends there). The fd number may already name another file: the stdlib's code
+// decides what a call does then (it raises, as self._sock is None). 1, 0, or -1 with an
+// exception set.
+int socket_gone(PyObject *self)
+{
+    PyObject *p = slot_get(self, S_PROTOCOL);
+    if (!p)
+        return -1;
+    int gone = p == Py_None;
+    Py_DECREF(p);
+    return gone;
+}
+
 // The fd of self._sock, the one the stdlib's socket calls use: self._sock_fd, which the
 // stdlib's transport sets to sock.fileno() when it is made and never changes. Every caller
-// has checked _conn_lost first: until the connection is lost the transport has not closed its
-// socket, and it owns it (create_connection's sock= hands the socket over; the socket that
-// get_extra_info gives cannot be closed). Reading it is a load (a slot, src/aio_slots.h);
+// that sends has checked _conn_lost and socket_gone first, and a reader runs only while
+// registered: until then the transport has not closed its socket, and it owns it
+// (create_connection's sock= hands the socket over; the socket that get_extra_info gives
+// cannot be closed). Reading it is a load (a slot, src/aio_slots.h);
 // self._sock.fileno() cost an attribute, a method lookup and a call (callgrind, 1 KiB
 // protocol echo: 500 instructions a call, twice a message).
 int sock_fd(PyObject *self)
@@ -438,6 +454,9 @@ PyObject *tr_write(PyObject *self, PyObject *data)
     Py_DECREF(b);
     if (blen != 0)
         return blen < 0 ? nullptr : std_write(self, data);
+    t = socket_gone(self);
+    if (t != 0)
+        return t < 0 ? nullptr : std_write(self, data);
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return nullptr;

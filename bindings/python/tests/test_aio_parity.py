@@ -409,3 +409,57 @@ def test_a_subclass_s_write_to_self_and_fd_registry_methods_are_called():
     stock = scenario(subclass_of(asyncio.SelectorEventLoop)())
     assert stock == (b"x", ["_add_reader", "_write_to_self"])
     assert scenario(subclass_of(evloop.EventLoop)()) == stock
+
+
+def test_a_write_after_a_drained_close_never_reaches_a_reused_fd():
+    """close() with data buffered waits for the buffer to drain; the stdlib then closes the
+    socket with _conn_lost still 0. A write after that must not send on the fd number, which
+    may already name another socket (found by the differential test, seed 698)."""
+    def scenario(loop):
+        a, b = socket.socketpair()
+        b.setblocking(False)
+        lost = loop.create_future()
+
+        class Proto(asyncio.Protocol):
+            def connection_made(self, transport):
+                self.transport = transport
+
+            def eof_received(self):
+                return None  # the transport closes itself, its buffer still full
+
+            def connection_lost(self, exc):
+                lost.set_result(exc)
+
+        async def main():
+            tr, _ = await loop.create_connection(Proto, sock=a)
+            tr.write(b"x" * (4 << 20))  # more than the socket buffers hold
+            b.shutdown(socket.SHUT_WR)
+            got = 0
+            while True:
+                chunk = await loop.sock_recv(b, 1 << 16)
+                if not chunk:
+                    break
+                got += len(chunk)
+            return tr, got, await lost
+
+        tr, got, exc = loop.run_until_complete(main())
+        c, d = socket.socketpair()  # may take the transport's old fd number
+        try:
+            outcome = None
+            try:
+                tr.write(b"SECRET")
+            except Exception as e:  # noqa: BLE001
+                outcome = type(e).__name__
+            d.setblocking(False)
+            try:
+                leaked = d.recv(16)
+            except BlockingIOError:
+                leaked = b""
+            return got, exc, outcome, leaked
+        finally:
+            for s in (b, c, d):
+                s.close()
+
+    stock, ours = on_both_loops(scenario)
+    assert stock[0] == 4 << 20 and stock[1] is None and stock[3] == b""
+    assert ours == stock
