@@ -192,8 +192,15 @@ EVLOOP_API int evloop_io_remove(evloop *loop, int fd);
  *                  the next connection);
  *   evloop_recv:   res = bytes read, 1..len; 0 means the peer closed;
  *   evloop_send:   res = len, once all of it is sent (the library finishes partial writes);
- * or a negative errno: -ECANCELED after evloop_op_cancel() or evloop_stop(), else what the
- * socket reported (-ECONNRESET, -EPIPE, ...). The buffer stays the caller's and must stay
+ * or a negative errno: -ECANCELED after evloop_op_cancel() or evloop_stop() (for a send,
+ * whatever part of it was already written), else what the socket reported (-ECONNRESET,
+ * -EPIPE, ...). A send that fails may have written part of its bytes (the count is not
+ * reported); the sends queued behind it on the fd end with the same error, none of their
+ * bytes written, so the peer never gets a later send's bytes after a hole. An accept that
+ * fails with -EMFILE, -ENFILE, -ENOBUFS or -ENOMEM leaves the connection queued: an accept
+ * posted again at once fails again at once (the loop runs its other work in between, but
+ * the thread never sleeps), so wait before posting it again, for a timer or for an fd to be
+ * closed (asyncio's server waits a second). The buffer stays the caller's and must stay
  * valid (and, for recv, untouched) until the callback runs.
  * Per fd at most one accept and one recv may be pending, plus any number of sends, which
  * are written and complete in order; an operation is pending from the call until it

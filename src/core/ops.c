@@ -169,6 +169,17 @@ static void after_callback(evloop *loop, struct evloop__op *op)
         op_free(loop, op);
 }
 
+/* Loop thread, without the lock: the callback of a send that failed is about to start; if it
+ * is the one that made its fd refuse sends, sends started from now on go out again. */
+static void send_failure_heard(evloop *loop, struct evloop__op *op)
+{
+    pthread_mutex_lock(&loop->io_lock);
+    struct evloop__ofd *f = &loop->ops.fds[op->fd];
+    if (f->send_failed == op)
+        f->send_failed = NULL;
+    pthread_mutex_unlock(&loop->io_lock);
+}
+
 /* Loop thread, without the lock: runs the callbacks of the done list, each followed by
  * its microtasks, until the list is empty (callbacks may complete more ops). It counts
  * them, so that recvs started past a budget wait for readiness (state_ops.h). */
@@ -184,6 +195,8 @@ static void run_done(evloop *loop)
         o->done = op->next;
         if (!o->done)
             o->done_tail = NULL;
+        if (op->kind == EVLOOP__OP_SEND && op->res < 0)
+            send_failure_heard(loop, op);
         op->cb(op->arg, op->fd, op->res);
         o->delivered++;
         evloop__count(&loop->stats.io_callbacks, 1);
@@ -303,15 +316,26 @@ static void pop_send(struct evloop__ofd *f)
         f->send_tail = NULL;
 }
 
+/* Under io_lock, loop thread: send op ends with res, which failed (neither its length nor a
+ * cancel). The first such send of f makes f refuse sends until its callback starts. */
+static void note_send_failed(struct evloop__ofd *f, struct evloop__op *op, int64_t res)
+{
+    if (res < 0 && res != -ECANCELED && !f->send_failed)
+        f->send_failed = op;
+}
+
 /* Under io_lock, loop thread: starts the oldest send unless it is started already; sends
- * that end at once are finished and the next one starts, so they complete in order. */
+ * that end at once are finished and the next one starts, so they complete in order. After a
+ * send failed, until its callback starts, the sends behind it end with its error, none of
+ * their bytes written: the peer never gets a later send's bytes after a hole (the failed
+ * one may have written part of itself), and the caller hears of the failure first. */
 static void advance_sends(evloop *loop, struct evloop__ofd *f)
 {
     struct evloop__op *op;
     while ((op = f->send_head) != NULL && !(op->flags & EVLOOP__OPF_STARTED)) {
-        int64_t res = -ECANCELED;
+        int64_t res = f->send_failed ? f->send_failed->res : -ECANCELED;
         int r = 1;
-        if (!stopping(loop) && !(op->flags & EVLOOP__OPF_CANCEL))
+        if (!f->send_failed && !stopping(loop) && !(op->flags & EVLOOP__OPF_CANCEL))
             r = provider_start(loop, f, op, &res);
         if (r == 0)
             return;
@@ -323,8 +347,11 @@ static void advance_sends(evloop *loop, struct evloop__ofd *f)
         } else if (r == 1 && res == 0) {
             res = -EIO; /* a send that wrote nothing: never reported by the providers */
         }
+        if (r < 0)
+            res = r;
         pop_send(f);
-        finish(loop, op, r < 0 ? r : res);
+        finish(loop, op, res);
+        note_send_failed(f, op, res);
     }
 }
 
@@ -366,6 +393,7 @@ void evloop__ops_result(evloop *loop, struct evloop__op *op, int64_t res)
     }
     pop_send(f);
     finish(loop, op, res);
+    note_send_failed(f, op, res);
     advance_sends(loop, f);
 }
 

@@ -45,6 +45,8 @@ struct evloop__op {
 struct evloop__ofd {
     struct evloop__op *accept, *recv;         /* pending, NULL when none */
     struct evloop__op *send_head, *send_tail; /* pending sends, oldest first */
+    struct evloop__op *send_failed; /* a send that failed: until its callback starts, sends
+                                       end with its error, unwritten (ops.c) */
     uint32_t pending; /* ops of this fd whose callback has not run yet (linked or not) */
     bool counted;     /* counted in the loop's nfds */
     /* The emulation's state (ops_emulate.c). */
