@@ -6,7 +6,7 @@ selector event loop (``asyncio.SelectorEventLoop``), so its transports, servers,
 sendfile, subprocesses, pipes and signals are the standard library's, with five parts
 replaced:
 
-- the hot paths, native (``evloop._arena._AioCore``, src/aio_core.h, the C base of
+- the hot paths, native (``evloop._asyncio_core._AioCore``, src/aio/core.cpp, the C base of
   ``EventLoop``): ``call_soon``, ``call_later``, ``call_at``, ``call_soon_threadsafe`` and
   the iteration (``_run_once``), with the ready queue as a ring of handles and the timers on a
   4-ary heap in C. The handles are the stdlib's own ``asyncio.Handle`` and
@@ -14,11 +14,11 @@ replaced:
   callbacks from C, and keeps the stdlib's order, cancelled-timer clean-up, debug mode (slow
   callbacks logged, through ``_run_debug``) and exception reporting (``_callback_failed``);
 - the stream socket transport: ``_SocketTransport``, the stdlib's ``_SelectorSocketTransport``
-  behind a C base (``evloop._arena._AioStreamBase``, src/aio_transport.h) whose read callbacks
-  recv in C and call the protocol's ``data_received`` (or ``get_buffer``/``buffer_updated``)
-  from C, and whose ``write`` sends in C when nothing is buffered; every other branch is the
-  stdlib's code;
-- the fd registry and the socket methods' hot path, native (src/aio_fds.h, aio_sock.h):
+  behind a C base (``evloop._asyncio_core._AioStreamBase``, src/aio/transport.cpp) whose read
+  callbacks recv in C and call the protocol's ``data_received`` (or
+  ``get_buffer``/``buffer_updated``) from C, and whose ``write`` sends in C when nothing is
+  buffered; every other branch is the stdlib's code;
+- the fd registry and the socket methods' hot path, native (src/aio/fds.cpp, sock.cpp):
   ``_add_reader``/``_remove_reader``/``_add_writer``/``_remove_writer`` store the stdlib's
   keys and handles and add the fd to evloop's poller from C, and ``sock_recv`` and
   ``sock_sendall`` on a plain ``socket.socket`` recv, send and wait in C;
@@ -52,7 +52,7 @@ from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tup
 from asyncio import base_events, events, format_helpers
 
 from ._common import Error
-from . import _arena
+from . import _arena, _asyncio_core
 from ._loop import _module
 
 __all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "run", "install"]
@@ -300,8 +300,8 @@ def _run_debug(loop: "EventLoop", handle: events.Handle) -> None:
 
 # The core fills and runs the stdlib's own handle classes (False: their layout is not the
 # one it knows, and it makes and runs them through their Python code instead).
-_NATIVE_HANDLES = _arena._aio_setup(events.Handle, events.TimerHandle, _callback_failed,
-                                    _run_debug)
+_NATIVE_HANDLES = _asyncio_core._aio_setup(events.Handle, events.TimerHandle, _callback_failed,
+                                           _run_debug)
 
 
 # Whether the stdlib's _make_socket_transport first refuses an fd that a transport still uses
@@ -387,19 +387,20 @@ else:
         from Python 3.13 on; before, it only derives from asyncio.Transport)."""
 
 
-class _DatagramTransport(_arena._AioDatagramBase, _PlainDatagramTransport):  # type: ignore[misc]
+class _DatagramTransport(_asyncio_core._AioDatagramBase,  # type: ignore[misc]
+                         _PlainDatagramTransport):
     """The datagram transport of AF_INET and AF_INET6 sockets: the stdlib's, with its read
     callback and ``sendto``'s send-at-once case native (``_AioDatagramBase``,
-    src/aio_datagram.h: recvfrom into a reused buffer, the address built as socket.recvfrom
+    src/aio/datagram.cpp: recvfrom into a reused buffer, the address built as socket.recvfrom
     builds it, ``datagram_received`` called from C). The attributes those read on every
-    datagram are slots, read at their offsets (src/aio_slots.h)."""
+    datagram are slots, read at their offsets (src/aio/slots.cpp)."""
 
     __slots__ = ("_protocol", "_conn_lost", "_buffer", "_sock_fd", "_address", "_extra",
                  "_sock")
 
 
-_arena._aio_datagram_setup(_StdDatagramTransport._read_ready, _StdDatagramTransport.sendto,
-                           _DatagramTransport)
+_asyncio_core._aio_datagram_setup(_StdDatagramTransport._read_ready, _StdDatagramTransport.sendto,
+                                  _DatagramTransport)
 
 # Whether the stdlib's _make_datagram_transport first refuses an fd that a transport still
 # uses (3.12 on), as for _make_socket_transport below.
@@ -410,36 +411,37 @@ _DATAGRAM_ENSURE_FD_NO_TRANSPORT = "_ensure_fd_no_transport" in (
 _StdSocketTransport = asyncio.selector_events._SelectorSocketTransport
 
 
-class _SocketTransport(_arena._AioStreamBase, _StdSocketTransport):  # type: ignore[misc]
+class _SocketTransport(_asyncio_core._AioStreamBase, _StdSocketTransport):  # type: ignore[misc]
     """The stdlib's stream socket transport with its hot methods native
-    (``_AioStreamBase``, src/aio_transport.h): the read callbacks (recv and the protocol's
+    (``_AioStreamBase``, src/aio/transport.cpp): the read callbacks (recv and the protocol's
     ``data_received`` or ``get_buffer``/``buffer_updated`` from C), ``write``'s send-at-once
     case and ``is_closing``; the rest, and every rare branch of those, is the stdlib's code
     on the same attributes. The attributes the native methods read on every message are slots, which
-    they read at their offsets (src/aio_slots.h); the stdlib's code sets and reads them as
+    they read at their offsets (src/aio/slots.cpp); the stdlib's code sets and reads them as
     before."""
 
     __slots__ = ("_protocol", "_conn_lost", "_read_ready_cb", "_eof", "_empty_waiter",
                  "_buffer", "_sock_fd", "_closing")
 
 
-_arena._aio_transport_setup(_StdSocketTransport.write, _SocketTransport)
+_asyncio_core._aio_transport_setup(_StdSocketTransport.write, _SocketTransport)
 _StdLoop = asyncio.selector_events.BaseSelectorEventLoop
-_arena._aio_fds_setup(selectors.SelectorKey, _StdLoop._add_reader, _StdLoop._add_writer,
-                      _StdLoop._remove_reader, _StdLoop._remove_writer)
-_arena._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
-                       weakref.WeakValueDictionary, _StdLoop._ensure_fd_no_transport,
-                       _StdLoop._sock_recv)
+_asyncio_core._aio_fds_setup(selectors.SelectorKey, _StdLoop._add_reader, _StdLoop._add_writer,
+                             _StdLoop._remove_reader, _StdLoop._remove_writer)
+_asyncio_core._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
+                              weakref.WeakValueDictionary, _StdLoop._ensure_fd_no_transport,
+                              _StdLoop._sock_recv)
 
 
 # The loop's methods that the stdlib's code calls on self and the native core replaces
-# (src/aio_core.h's Hook, bit by bit): where a subclass overrides one, or one is set on the
+# (src/aio/aio.h's Hook, bit by bit): where a subclass overrides one, or one is set on the
 # instance, the core calls it as the stdlib does.
 _HOOKS = ("time", "call_at", "_process_events", "_write_to_self",
           "_add_reader", "_add_writer", "_remove_reader", "_remove_writer")
 
 
-class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+class EventLoop(_asyncio_core._AioCore,  # type: ignore[misc,valid-type]
+                asyncio.SelectorEventLoop):
     """An asyncio event loop on evloop: asyncio's Unix selector event loop with its ready
     queue, timers and iteration native (``_AioCore``), evloop's poller and wait as its
     selector, and evloop's lane submit as its cross-thread wake-up.
@@ -515,7 +517,7 @@ class EventLoop(_arena._AioCore, asyncio.SelectorEventLoop):  # type: ignore[mis
     async def sock_recv(self, sock: Any, n: int) -> bytes:
         """Receive up to n bytes from the socket (the stdlib's sock_recv; for a plain
         socket.socket outside debug mode the recv, the wait and the callbacks are in C,
-        src/aio_sock.h)."""
+        src/aio/sock.cpp)."""
         r = self._evloop_sock_recv(sock, n)
         if r.__class__ is bytes:
             return r  # type: ignore[no-any-return]

@@ -33,8 +33,8 @@ Families (each a per-operation time, lower is better, except the echo and where 
   installed.
 
 ``--loops`` also takes ``evloop-stdtransport``: evloop's loop with the stdlib's own socket
-and datagram transports in place of its native ones (src/aio_transport.h,
-src/aio_datagram.h), for a before/after in one run.
+and datagram transports in place of its native ones (src/aio/transport.cpp,
+src/aio/datagram.cpp), for a before/after in one run.
 
 Rounds interleave the loops (the order rotates each round); the report gives the median
 of the rounds with its spread and, for evloop, the ratio to uvloop and to asyncio with their

@@ -12,7 +12,9 @@
 // on the loop thread, where no callback of it can still be on its way.
 // GIL: run() releases it while evloop_run works; a trampoline takes it around each call.
 // The measured fast paths (the GIL kept across a batch, METH_FASTCALL submits) and what they
-// stand on (RunCtx, CallbackGil, the task trampolines) are in src/fastpath.h.
+// stand on (RunCtx, CallbackGil, the task trampolines) are in src/fastpath.h. The asyncio loop's
+// native core is its own module, evloop._asyncio_core (src/aio/), which drives a RawLoop of
+// either variant through the calls of its AioOps (src/aio_ops.h), which this file fills.
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -47,12 +49,8 @@ extern "C" {
 // from include/evloop.h by src/stats_fields.py at build time.
 #include "evloop_stats_fields.h"
 
+#include "aio_ops.h"
 #include "fastpath.h"
-#include "aio_core.h"
-#include "aio_transport.h"
-#include "aio_datagram.h"
-#include "aio_fds.h"
-#include "aio_sock.h"
 
 namespace EVLOOP_PY_MODULE {
 
@@ -199,7 +197,7 @@ public:
         fds_[fd] = fn.inc_ref().ptr();
     }
 
-    // For the asyncio loop's core (src/aio_core.h): fd's readiness only recorded, in aio_io,
+    // For the asyncio loop's core (src/aio/core.cpp): fd's readiness only recorded, in aio_io,
     // by a C callback that needs no GIL; taken after run_once (take_io, or the core).
     void io_add_native(int fd, unsigned events)
     {
@@ -216,7 +214,7 @@ public:
         return out;
     }
 
-    IoReady aio_io; // the readiness io_native_trampoline records (loop thread only)
+    aio::IoReady aio_io; // the readiness io_native_trampoline records (loop thread only)
 
     void io_modify(int fd, unsigned events) { check(evloop_io_modify(get(), fd, events), "io_modify"); }
 
@@ -536,8 +534,8 @@ evloop *raw_loop_of(PyObject *self)
     return l ? l->raw() : nullptr;
 }
 
-// The asyncio loop's native core (src/aio_core.h) drives a RawLoop of this module through
-// these calls (its AioOps); the capsule is RawLoop._aio_ops.
+// The asyncio loop's native core (evloop._asyncio_core) drives a RawLoop of this module through
+// these calls (its AioOps, src/aio_ops.h); the capsule is RawLoop._aio_ops.
 int aio_poll(PyObject *raw, int64_t timeout_ns)
 {
     RawLoop *l = raw_of(raw);
@@ -558,7 +556,7 @@ int aio_wake(PyObject *raw)
     return l && l->raw() ? evloop_submit(l->raw(), noop_task, nullptr) : -ESHUTDOWN;
 }
 
-IoReady *aio_io_ready(PyObject *raw)
+aio::IoReady *aio_io_ready(PyObject *raw)
 {
     return &raw_of(raw)->aio_io;
 }
@@ -590,8 +588,8 @@ int aio_io_remove(PyObject *raw, int fd)
     return l ? evloop_io_remove(l, fd) : -ESHUTDOWN;
 }
 
-AioOps g_aio_ops = {sizeof(AioOps), nullptr,     aio_poll,      aio_wake,
-                    aio_io_ready,   aio_io_add,  aio_io_modify, aio_io_remove};
+aio::AioOps g_aio_ops = {sizeof(aio::AioOps), nullptr,     aio_poll,      aio_wake,
+                         aio_io_ready,        aio_io_add,  aio_io_modify, aio_io_remove};
 
 py::dict profile_dict(const evloop_profile &p)
 {
@@ -734,13 +732,6 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
 
     g_aio_ops.raw_type = reinterpret_cast<PyTypeObject *>(cls.ptr());
     cls.attr("_aio_ops") = py::capsule(&g_aio_ops, "evloop.aio_ops");
-    if (std::string(EVLOOP_PY_VARIANT) == "arena") { // one _AioCore type, for either variant
-        aio::register_core(m.ptr());
-        aio::register_transport(m.ptr());
-        aio::register_datagram(m.ptr());
-        aio::register_fds(m.ptr());
-        aio::register_sock(m.ptr());
-    }
 
 #ifdef EVLOOP_PY_WITH_BENCH
     evloop_pybench_register(m);

@@ -1,4 +1,4 @@
-"""The native datagram path of evloop's asyncio loop (src/aio_datagram.h: the read callback and
+"""The native datagram path of evloop's asyncio loop (src/aio/datagram.cpp: the read callback and
 sendto's send-at-once case in C, on the stdlib's _SelectorDatagramTransport, for AF_INET and
 AF_INET6): each scenario runs on the stock loop and on evloop's, over real UDP sockets on the
 loopback, and what the protocol saw (its calls, in order, with their arguments) must be the
@@ -97,8 +97,8 @@ def test_inet_endpoints_get_the_native_transport_others_the_stdlibs(aloop):
     try:
         assert isinstance(tr, asyncio.DatagramTransport)
         assert isinstance(tr, asyncio.selector_events._SelectorDatagramTransport)
-        assert isinstance(tr, evloop._arena._AioDatagramBase)
-        assert type(tr)._read_ready is evloop._arena._AioDatagramBase._read_ready
+        assert isinstance(tr, evloop._asyncio_core._AioDatagramBase)
+        assert type(tr)._read_ready is evloop._asyncio_core._AioDatagramBase._read_ready
         assert tr.get_extra_info("socket").family == socket.AF_INET
     finally:
         tr.close()
@@ -107,7 +107,7 @@ def test_inet_endpoints_get_the_native_transport_others_the_stdlibs(aloop):
     tr, pr = _endpoint(aloop, Recorder([]), sock=a)
     try:  # AF_UNIX: the stdlib's read path (its addresses are the socket module's to make)
         assert isinstance(tr, asyncio.DatagramTransport)
-        assert not isinstance(tr, evloop._arena._AioDatagramBase)
+        assert not isinstance(tr, evloop._asyncio_core._AioDatagramBase)
         b.send(b"unix")
         _run_until(aloop, lambda: len(pr.log) >= 2)
         assert pr.log[1][:2] == ("data", b"unix")

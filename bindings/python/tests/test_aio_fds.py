@@ -1,4 +1,4 @@
-"""The asyncio loop's fd registry in C (src/aio_fds.h: _add_reader, _add_writer, _remove_reader,
+"""The asyncio loop's fd registry in C (src/aio/fds.cpp: _add_reader, _add_writer, _remove_reader,
 _remove_writer): every sequence of calls leaves the selector's keys, the handles and the return
 values as the stdlib's Python methods leave them on the stock loop, the poller follows the keys,
 and what the C paths leave to the stdlib (file objects, a replaced selector, a closed loop)

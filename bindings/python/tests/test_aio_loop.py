@@ -80,6 +80,33 @@ def test_echo_over_streams_on_every_backend_and_variant(aloop):
     assert aloop.evloop_backend in evloop.backends()
 
 
+def test_one_asyncio_core_module_drives_a_raw_loop_of_either_variant():
+    """The asyncio loop's C types are in evloop._asyncio_core alone; it drives the RawLoop of
+    either variant through that module's _aio_ops capsule, and refuses any other object."""
+    from evloop import _arena, _asyncio_core, _chunk
+
+    for name in ("_AioCore", "_AioStreamBase", "_AioDatagramBase", "_aio_setup",
+                 "_aio_transport_setup", "_aio_datagram_setup", "_aio_fds_setup",
+                 "_aio_sock_setup"):
+        assert hasattr(_asyncio_core, name)
+        assert not hasattr(_arena, name) and not hasattr(_chunk, name)
+    assert evloop.EventLoop.__mro__[1] is _asyncio_core._AioCore
+    for variant, mod in (("arena", _arena), ("chunk", _chunk)):
+        loop = evloop.new_event_loop(variant=variant)
+        try:
+            assert type(loop._evloop_raw) is mod.RawLoop
+            assert loop.run_until_complete(asyncio.sleep(0.001, variant)) == variant
+        finally:
+            loop.close()
+
+    class NotARawLoop:
+        _aio_ops = _chunk.RawLoop._aio_ops
+
+    core = _asyncio_core._AioCore()
+    with pytest.raises(TypeError, match="not a RawLoop of this build"):
+        core._evloop_attach(NotARawLoop(), None, {}, 0, 0, 0)
+
+
 def test_datagram_transport_is_a_datagram_transport(aloop):
     async def main():
         got = aloop.create_future()

@@ -1,4 +1,4 @@
-"""sock_recv and sock_sendall with their hot path in C (src/aio_sock.h): each outcome (data now,
+"""sock_recv and sock_sendall with their hot path in C (src/aio/sock.cpp): each outcome (data now,
 data later, errors, cancellation, bad arguments, another class of socket, debug mode, an fd a
 transport uses) is the stdlib's, checked against the stock loop doing the same; and the
 helpers every call makes (create_future, get_debug, _ensure_fd_no_transport) likewise."""

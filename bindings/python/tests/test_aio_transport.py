@@ -1,4 +1,4 @@
-"""The native stream-socket path of evloop's asyncio loop (src/aio_transport.h: the read
+"""The native stream-socket path of evloop's asyncio loop (src/aio/transport.cpp: the read
 callbacks and write's send-at-once case in C, on the stdlib's _SelectorSocketTransport): each
 scenario runs on the stock loop and on evloop's, over a real TCP connection, and the protocol's
 view of it (the calls it got, in order, with their arguments) must be the same on both."""
@@ -109,7 +109,7 @@ def test_evloop_transport_is_a_stdlib_transport_with_the_native_methods(aloop):
         assert isinstance(tr, asyncio.Transport)
         assert isinstance(tr, asyncio.selector_events._SelectorSocketTransport)
         assert isinstance(tr, evloop._aio._SocketTransport)
-        assert isinstance(tr, evloop._arena._AioStreamBase)
+        assert isinstance(tr, evloop._asyncio_core._AioStreamBase)
         sock = tr.get_extra_info("socket")
         assert sock.fileno() == tr._sock_fd
         assert tr.get_extra_info("peername") == b.getsockname()

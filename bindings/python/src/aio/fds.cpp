@@ -5,16 +5,14 @@
 // (reader, writer)) stored in the _EvloopSelector's dict, the fd added to, changed on or
 // removed from evloop's poller directly. Anything else (an fd given as a file object or out
 // of range, a loop._selector that is not the loop's own, a key whose data is not a pair, a
-// selector closed under the loop) goes to the stdlib's Python method, unchanged. Included
-// once by src/module.cpp after aio_core.h; docs/asyncio.md has the measurements.
-#ifndef EVLOOP_PY_AIO_FDS_H
-#define EVLOOP_PY_AIO_FDS_H
-
-#include <Python.h>
+// selector closed under the loop) goes to the stdlib's Python method, unchanged.
+// docs/asyncio.md has the measurements.
+#include "aio.h"
 
 #include <cerrno>
 
-namespace EVLOOP_PY_MODULE {
+#include "evloop.h" // EVLOOP_READABLE, EVLOOP_WRITABLE: the events given to AioOps.io_add
+
 namespace aio {
 
 struct FdGlobals {
@@ -27,7 +25,6 @@ struct FdGlobals {
 FdGlobals gf;
 
 enum { kRead = 1, kWrite = 2 }; // selectors.EVENT_READ, EVENT_WRITE
-enum { kAddReader, kAddWriter, kRemoveReader, kRemoveWriter };
 
 inline unsigned c_events(long mask)
 {
@@ -126,7 +123,6 @@ PyObject *os_error(int neg)
     return PyErr_SetFromErrno(PyExc_OSError);
 }
 
-// _add_reader(fd, callback, *args) / _add_writer(fd, callback, *args) -> the handle.
 PyObject *add_rw(PyObject *me, PyObject *const *argv, Py_ssize_t n, int which)
 {
     Core *self = reinterpret_cast<Core *>(me);
@@ -285,13 +281,13 @@ PyObject *fds_remove_writer(PyObject *me, PyObject *const *a, Py_ssize_t n)
 
 PyMethodDef fds_methods[] = {
     {"_add_reader", EVLOOP_FASTKW(fds_add_reader), METH_FASTCALL,
-     "_add_reader(fd, callback, *args): as the stdlib's, in C (src/aio_fds.h)."},
+     "_add_reader(fd, callback, *args): as the stdlib's, in C (src/aio/fds.cpp)."},
     {"_add_writer", EVLOOP_FASTKW(fds_add_writer), METH_FASTCALL,
-     "_add_writer(fd, callback, *args): as the stdlib's, in C (src/aio_fds.h)."},
+     "_add_writer(fd, callback, *args): as the stdlib's, in C (src/aio/fds.cpp)."},
     {"_remove_reader", EVLOOP_FASTKW(fds_remove_reader), METH_FASTCALL,
-     "_remove_reader(fd): as the stdlib's, in C (src/aio_fds.h)."},
+     "_remove_reader(fd): as the stdlib's, in C (src/aio/fds.cpp)."},
     {"_remove_writer", EVLOOP_FASTKW(fds_remove_writer), METH_FASTCALL,
-     "_remove_writer(fd): as the stdlib's, in C (src/aio_fds.h)."},
+     "_remove_writer(fd): as the stdlib's, in C (src/aio/fds.cpp)."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -319,30 +315,13 @@ PyMethodDef fds_setup_def = {"_aio_fds_setup", EVLOOP_FASTKW(fds_setup), METH_FA
                              "_aio_fds_setup(SelectorKey, add_reader, add_writer, "
                              "remove_reader, remove_writer)."};
 
-// Adds methods (a table ending in a null entry) to _AioCore, which register_core made.
-void add_core_methods(PyMethodDef *defs)
-{
-    for (PyMethodDef *d = defs; d->ml_name; d++) {
-        PyObject *descr = PyDescr_NewMethod(g_core_type, d);
-        int r = descr ? PyObject_SetAttrString(reinterpret_cast<PyObject *>(g_core_type),
-                                               d->ml_name, descr)
-                      : -1;
-        Py_XDECREF(descr);
-        if (r < 0)
-            throw pybind11::error_already_set();
-    }
-}
-
 // Adds the four methods to _AioCore and _aio_fds_setup to module m.
-void register_fds(PyObject *m)
+int register_fds(PyObject *m)
 {
-    if (!(gf.s_cancel = PyUnicode_InternFromString("cancel")))
-        throw pybind11::error_already_set();
-    add_core_methods(fds_methods);
-    add_function(m, &fds_setup_def);
+    if (!(gf.s_cancel = PyUnicode_InternFromString("cancel")) ||
+        add_core_methods(fds_methods) < 0)
+        return -1;
+    return add_function(m, &fds_setup_def);
 }
 
 } // namespace aio
-} // namespace EVLOOP_PY_MODULE
-
-#endif

@@ -1,126 +1,20 @@
-// The native hot paths of evloop's asyncio loop (evloop/_aio.py, docs/asyncio.md): the type
-// _AioCore, the C base of evloop.EventLoop, holding the ready queue (a ring of handles), the
-// timer heap and the iteration (_run_once) in C, driven by evloop_run_once. Handles are the
-// stdlib's own asyncio.Handle / asyncio.TimerHandle objects, filled slot by slot. Included once
-// by src/module.cpp inside its per-variant namespace, after RawLoop; the type is registered by
-// the _arena module only, and drives a RawLoop of either variant through that module's AioOps.
-#ifndef EVLOOP_PY_AIO_CORE_H
-#define EVLOOP_PY_AIO_CORE_H
-
-#include <Python.h>
-#include <structmember.h>
+// _AioCore, the C base of evloop.EventLoop (evloop/_aio.py, docs/asyncio.md): the ready queue
+// (a ring of handles), the timer heap and the iteration (_run_once) in C, driven by
+// evloop_run_once through the AioOps of the RawLoop it is attached to (either variant). Handles
+// are the stdlib's own asyncio.Handle / asyncio.TimerHandle objects, filled slot by slot. Also
+// the helpers the module's other files share (aio.h declares them) and _aio_setup.
+#include "aio.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
-#include <new>
-#include <vector>
-
-namespace EVLOOP_PY_MODULE {
-
-// The readiness of the fds an asyncio loop watches (RawLoop.io_add_native): recorded by their
-// C callback inside evloop_run_once, without the GIL and on the loop thread only; taken (read and
-// emptied) by whoever called run_once, right after it returns. Each fd once, its events OR-ed.
-struct IoReady {
-    std::vector<int> fds;
-    std::vector<unsigned> events; // by fd; 0: not in fds
-
-    void add(int fd, unsigned ev) noexcept
-    {
-        try {
-            if (size_t(fd) >= events.size())
-                events.resize(size_t(fd) + 64, 0);
-            if (!events[size_t(fd)])
-                fds.push_back(fd);
-            events[size_t(fd)] |= ev;
-        } catch (const std::bad_alloc &) {
-            // dropped: the fd is level-triggered, the next poll reports it again
-        }
-    }
-
-    void clear() noexcept
-    {
-        for (int fd : fds)
-            events[size_t(fd)] = 0;
-        fds.clear();
-    }
-};
-
-// What the core needs from the module of its RawLoop (a capsule "evloop.aio_ops" on each
-// module's RawLoop class): the calls that differ by ingress variant.
-struct AioOps {
-    unsigned size;          // sizeof(AioOps), checked by the core
-    PyTypeObject *raw_type; // that module's RawLoop
-    // evloop_run_once(timeout_ns) with the GIL released while it waits (RawLoop::drive):
-    // >= 0, or -1 with a Python exception set.
-    int (*poll)(PyObject *raw, int64_t timeout_ns);
-    // evloop_submit of a C no-op: a lane store, a wake syscall only if the loop sleeps.
-    // 0 or a negative errno (-ESHUTDOWN once closed); never sets a Python exception.
-    int (*wake)(PyObject *raw);
-    // The readiness recorded by the last run_once (see IoReady).
-    IoReady *(*io_ready)(PyObject *raw);
-    // evloop_io_add (readiness recorded in IoReady), _modify, _remove for the asyncio
-    // selector's fds (src/aio_fds.h): 0 or a negative errno, -ESHUTDOWN once the RawLoop is
-    // freed; never set a Python exception.
-    int (*io_add)(PyObject *raw, int fd, unsigned events);
-    int (*io_modify)(PyObject *raw, int fd, unsigned events);
-    int (*io_remove)(PyObject *raw, int fd);
-};
 
 namespace aio {
 
-#if PY_VERSION_HEX < 0x030A0000
-inline PyObject *Py_XNewRef(PyObject *o)
-{
-    Py_XINCREF(o);
-    return o;
-}
-#endif
-
 // ---------------------------------------------------------------- the stdlib's Handle layout
 
-// asyncio.Handle and asyncio.TimerHandle are slotted Python classes; the core makes them with
-// tp_alloc and fills their slots (what Handle.__init__ would store, without running it), and
-// reads them when it runs a handle. The offsets come from the classes' member descriptors at
-// setup (_aio_setup); if the layout is not the expected one, every handle is made and run by
-// the stdlib's own Python code instead (slower, same behaviour).
-struct Layout {
-    PyTypeObject *handle_t = nullptr, *timer_t = nullptr;
-    Py_ssize_t callback = 0, args = 0, cancelled = 0, loop = 0, source_tb = 0, repr = 0,
-               context = 0, when = 0, scheduled = 0;
-    bool fast = false;
-    bool recycle = false; // the free lists below are usable (no __dict__, a weakref slot)
-    PyObject *report = nullptr;    // _aio._callback_failed(handle, exc): Handle._run's except
-    PyObject *run_debug = nullptr; // _aio._run_debug(loop, handle): the debug-mode branch
-    // interned names
-    PyObject *s_context, *s_check_thread, *s_check_callback, *s_write_to_self, *s_process_events,
-        *s_select, *s_remove_reader, *s_remove_writer, *s_time, *s_run, *s_events, *s_cancelled,
-        *s_scheduled, *s_call_soon, *s_call_soon_threadsafe, *s_call_at, *s_add_reader,
-        *s_add_writer;
-    PyObject *const *hook_names[8]; // by Hook bit: s_time, s_call_at, ...
-};
-Layout g;
-
-// The loop's methods that the stdlib's code calls on self and the core replaces, in the order
-// of evloop/_aio.py's _HOOKS. Where a subclass overrides one, or one is set on the instance
-// (mock.patch.object(loop, "time"), as web frameworks' tests do), the core calls it as the
-// stdlib does: time() from the iteration and call_later, call_at() from call_later,
-// _process_events() from the iteration, _write_to_self() from call_soon_threadsafe, and the
-// four fd registry methods from sock_recv (which then takes the stdlib's way).
-enum Hook : unsigned {
-    H_TIME = 1u << 0,
-    H_CALL_AT = 1u << 1,
-    H_PROCESS_EVENTS = 1u << 2,
-    H_WRITE_TO_SELF = 1u << 3,
-    H_FDS = 0xfu << 4, // _add_reader, _add_writer, _remove_reader, _remove_writer
-};
-constexpr unsigned kHooks = 8;
-
-inline PyObject *&slot(PyObject *o, Py_ssize_t off)
-{
-    return *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(o) + off);
-}
+Layout g; // aio.h says what it holds
 
 bool member_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out)
 {
@@ -188,13 +82,6 @@ PyObject *alloc_handle(PyTypeObject *tp)
 
 // ---------------------------------------------------------------- the ready queue
 
-// A ring of strong references, FIFO; touched only with the GIL held (any thread may append,
-// as to the stdlib's deque).
-struct Ring {
-    PyObject **buf;
-    size_t head, len, cap; // cap a power of two (or 0)
-};
-
 int ring_grow(Ring *r)
 {
     size_t cap = r->cap ? r->cap * 2 : 256;
@@ -242,17 +129,6 @@ inline PyObject *ring_at(const Ring *r, size_t i) { return r->buf[(r->head + i) 
 // node: half the depth of a binary heap, the children of a node in about one cache line;
 // measured against a binary heap of the same entries (docs/asyncio.md): 169 against 181 ns of
 // CPU per timer (push + pop) with 50,000 timers, 400 against 434 with a million.
-struct Timer {
-    double when;
-    uint64_t seq;
-    PyObject *h; // a strong reference to the TimerHandle
-};
-
-struct Heap {
-    Timer *a;
-    size_t n, cap;
-    uint64_t seq;
-};
 
 constexpr size_t kArity = 4;
 
@@ -331,34 +207,6 @@ void heapify(Heap *hp)
 }
 
 // ---------------------------------------------------------------- the core object
-
-struct Core {
-    PyObject_HEAD
-    Ring ready;
-    Heap timers;
-    // The stdlib's loop attributes that the hot paths read, as data descriptors: what the
-    // stdlib's code assigned (returned as is) and its truth value (read here).
-    PyObject *closed_o, *stopping_o, *debug_o, *thread_id_o;
-    bool closed, stopping, debug, has_thread;
-    unsigned long thread_id;
-    double clock_resolution;
-    Py_ssize_t timer_cancelled_count;
-    // A wake (evloop_submit of a no-op) was made since the iteration last read the ready
-    // queue before waiting: later call_soon_threadsafe calls need none. GIL-protected.
-    bool wake_pending;
-    // The hooks (see Hook) that a subclass overrides, and those overridden by the class or
-    // set on the instance now (see core_setattro): the core calls those as the stdlib does.
-    unsigned class_hooks, hooks;
-    PyObject *raw;    // the RawLoop (either variant), with its AioOps
-    const AioOps *ops;
-    PyObject *selector, *sel_keys; // the _EvloopSelector and its fd -> SelectorKey dict
-    unsigned any_read, any_write; // the C events that make an fd readable / writable
-    PyObject *selector_attr; // loop._selector as the stdlib's code sets it (None once closed)
-    // The handle call_soon queued last (borrowed; in the ring) and whether its context is the
-    // copy make_handle made: see settle_fresh().
-    PyObject *fresh;
-    bool fresh_ctx;
-};
 
 PyTypeObject *g_core_type = nullptr; // _AioCore, a heap type
 
@@ -443,7 +291,7 @@ int set_scheduled(PyObject *h, PyObject *value)
 // stdlib's constructor runs, which records the source traceback from the caller's frame (no
 // Python frame of evloop's is in between, so nothing has to be trimmed from it).
 PyObject *make_handle(Core *self, PyObject *when, PyObject *callback, PyObject *args,
-                      PyObject *context, bool *ctx_ours = nullptr)
+                      PyObject *context, bool *ctx_ours)
 {
     if (ctx_ours)
         *ctx_ours = false;
@@ -1287,15 +1135,7 @@ PyObject *core_timers_add(PyObject *me, PyObject *h)
 
 // ---------------------------------------------------------------- attributes
 
-// A stdlib boolean attribute (_closed, _stopping, _debug): the object assigned, and its truth.
-template <PyObject *Core::*Obj, bool Core::*Flag>
-PyObject *get_flag(PyObject *me, void *)
-{
-    Core *self = reinterpret_cast<Core *>(me);
-    PyObject *o = self->*Obj;
-    return Py_NewRef(o ? o : (self->*Flag ? Py_True : Py_False));
-}
-
+// The stdlib's boolean attributes (_closed, _stopping, _debug) are read by get_flag (aio.h).
 template <PyObject *Core::*Obj, bool Core::*Flag>
 int set_flag(PyObject *me, PyObject *v, void *)
 {
@@ -1447,8 +1287,6 @@ void core_dealloc(PyObject *me)
     Py_DECREF(tp); // a heap type (also for a subclass: subtype_dealloc leaves it to its base)
 }
 
-#define EVLOOP_FASTKW(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(f))
-
 PyMethodDef core_methods[] = {
     {"call_soon", EVLOOP_FASTKW(core_call_soon), METH_FASTCALL | METH_KEYWORDS,
      "call_soon(callback, *args, context=None): as asyncio's, the handle queued natively."},
@@ -1523,7 +1361,7 @@ PyMethodDef setup_def = {"_aio_setup", EVLOOP_FASTKW(setup), METH_FASTCALL,
 
 // fn(self, *argv), argv as a vectorcall's (n positional, then one per name in kwnames).
 PyObject *call_with_self(PyObject *fn, PyObject *self, PyObject *const *argv, Py_ssize_t n,
-                         PyObject *kwnames = nullptr)
+                         PyObject *kwnames)
 {
     Py_ssize_t total = n + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *small[8];
@@ -1539,30 +1377,30 @@ PyObject *call_with_self(PyObject *fn, PyObject *self, PyObject *const *argv, Py
     return r;
 }
 
-// A name the native paths look up, interned once at registration.
-struct Name {
-    PyObject **slot;
-    const char *s;
-};
-
-template <size_t N>
-void intern_names(const Name (&names)[N])
-{
-    for (const Name &n : names)
-        if (!(*n.slot = PyUnicode_InternFromString(n.s)))
-            throw pybind11::error_already_set();
-}
-
-// Adds def, a function of no self, to module m under its own name.
-void add_function(PyObject *m, PyMethodDef *def)
+int add_function(PyObject *m, PyMethodDef *def)
 {
     PyObject *f = PyCFunction_New(def, nullptr);
     if (!f || PyModule_AddObject(m, def->ml_name, f) < 0)
-        throw pybind11::error_already_set();
+        return -1;
+    return 0;
 }
 
-// Registers _AioCore and _aio_setup in module m (the _arena module).
-void register_core(PyObject *m)
+int add_core_methods(PyMethodDef *defs)
+{
+    for (PyMethodDef *d = defs; d->ml_name; d++) {
+        PyObject *descr = PyDescr_NewMethod(g_core_type, d);
+        int r = descr ? PyObject_SetAttrString(reinterpret_cast<PyObject *>(g_core_type),
+                                               d->ml_name, descr)
+                      : -1;
+        Py_XDECREF(descr);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}
+
+// Registers _AioCore and _aio_setup in module m.
+int register_core(PyObject *m)
 {
     const Name names[] = {{&g.s_context, "context"},
                           {&g.s_check_thread, "_check_thread"},
@@ -1582,7 +1420,8 @@ void register_core(PyObject *m)
                           {&g.s_call_at, "call_at"},
                           {&g.s_add_reader, "_add_reader"},
                           {&g.s_add_writer, "_add_writer"}};
-    intern_names(names);
+    if (intern_names(names) < 0)
+        return -1;
     PyObject *const *hooks[kHooks] = {&g.s_time,          &g.s_call_at,     &g.s_process_events,
                                       &g.s_write_to_self, &g.s_add_reader,  &g.s_add_writer,
                                       &g.s_remove_reader, &g.s_remove_writer};
@@ -1599,17 +1438,14 @@ void register_core(PyObject *m)
         {Py_tp_methods, core_methods},
         {Py_tp_getset, core_getset},
         {0, nullptr}};
-    static PyType_Spec spec = {"evloop._arena._AioCore", int(sizeof(Core)), 0,
+    static PyType_Spec spec = {"evloop._asyncio_core._AioCore", int(sizeof(Core)), 0,
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
                                slots};
     g_core_type = reinterpret_cast<PyTypeObject *>(PyType_FromSpec(&spec));
     if (!g_core_type ||
         PyModule_AddObject(m, "_AioCore", Py_NewRef(reinterpret_cast<PyObject *>(g_core_type))) < 0)
-        throw pybind11::error_already_set();
-    add_function(m, &setup_def);
+        return -1;
+    return add_function(m, &setup_def);
 }
 
 } // namespace aio
-} // namespace EVLOOP_PY_MODULE
-
-#endif

@@ -4,9 +4,9 @@
 // _DatagramTransport(_AioDatagramBase, _SelectorDatagramTransport)), for AF_INET and
 // AF_INET6 sockets only. It overrides _read_ready, and works on the stdlib transport's own
 // attributes (_conn_lost, _sock_fd, _protocol, max_size, _address, _buffer, _extra, _sock:
-// slots of evloop's class but max_size, src/aio_slots.h), so every other method is the
+// slots of evloop's class but max_size, slots.cpp), so every other method is the
 // stdlib's:
-// - _read_ready: recvfrom in C into the reusable receive buffer of aio_transport.h, then one
+// - _read_ready: recvfrom in C into the reusable receive buffer of transport.cpp, then one
 //   bytes of the datagram's size and the address as socket.recvfrom makes it, and
 //   protocol.datagram_received(data, addr) called from C; errors as the stdlib's
 //   (error_received for an OSError, _fatal_error for the rest, SystemExit and
@@ -16,12 +16,8 @@
 // datagram and shrinks it; glibc serves that with mmap, mremap and munmap until its dynamic
 // threshold moves past it, which depends on the process's history: a UDP echo server on the
 // stock loop spent 27 us of CPU a datagram in a fresh process and 9 us once the threshold had
-// moved (docs/asyncio.md, "Datagrams").
-// Included once by src/module.cpp after aio_transport.h, whose helpers it uses.
-#ifndef EVLOOP_PY_AIO_DATAGRAM_H
-#define EVLOOP_PY_AIO_DATAGRAM_H
-
-#include <Python.h>
+// moved (docs/asyncio.md, "Datagrams"). It uses transport.cpp's helpers (aio.h).
+#include "aio.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -29,15 +25,14 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-namespace EVLOOP_PY_MODULE {
 namespace aio {
 
 struct DatagramGlobals {
     PyObject *std_read_ready = nullptr; // _SelectorDatagramTransport._read_ready
     PyObject *std_sendto = nullptr;     // _SelectorDatagramTransport.sendto
     PyObject *base_type = nullptr;      // _AioDatagramBase
-    PyObject *s_datagram_received, *s_error_received, *s_peername, *s_sendto, *m_read_fatal,
-        *m_write_fatal;
+    PyObject *s_max_size, *s_datagram_received, *s_error_received, *s_peername, *s_sendto,
+        *m_read_fatal, *m_write_fatal;
 };
 DatagramGlobals gd;
 
@@ -157,7 +152,7 @@ PyObject *dg_read_ready(PyObject *self, PyObject *)
     int lost = attr_true(self, S_CONN_LOST);
     if (lost)
         return lost < 0 ? nullptr : Py_NewRef(Py_None);
-    PyObject *ms = PyObject_GetAttr(self, gt.s_max_size); // inside the stdlib's try
+    PyObject *ms = PyObject_GetAttr(self, gd.s_max_size); // inside the stdlib's try
     if (!ms)
         return read_failed(self);
     Py_ssize_t max_size = PyNumber_AsSsize_t(ms, PyExc_OverflowError);
@@ -175,20 +170,21 @@ PyObject *dg_read_ready(PyObject *self, PyObject *)
     int fd = sock_fd(self);
     if (fd == -2)
         return read_failed(self);
-    if (!gt.rbuf && !(gt.rbuf = static_cast<char *>(PyMem_RawMalloc(size_t(kRecvBuf))))) {
+    char *rbuf = recv_buffer();
+    if (!rbuf) {
         PyErr_NoMemory();
         return read_failed(self);
     }
     sockaddr_storage ss;
     socklen_t sl;
-    Py_ssize_t n = recvfrom_nb(fd, gt.rbuf, max_size, &ss, &sl);
+    Py_ssize_t n = recvfrom_nb(fd, rbuf, max_size, &ss, &sl);
     if (n == -1 && would_block(errno))
         Py_RETURN_NONE;
     if (n == -1)
         PyErr_SetFromErrno(PyExc_OSError);
     if (n < 0)
         return read_failed(self);
-    PyObject *data = PyBytes_FromStringAndSize(gt.rbuf, n);
+    PyObject *data = PyBytes_FromStringAndSize(rbuf, n);
     PyObject *addr = data ? sockaddr_object(ss, sl) : nullptr;
     if (!addr) {
         Py_XDECREF(data);
@@ -326,7 +322,7 @@ PyMethodDef datagram_methods[] = {
 
 // _aio_datagram_setup(read_ready, sendto, cls): the stdlib datagram transport's methods, for
 // what the fast paths leave, and evloop's datagram transport class, whose hot attributes
-// are slots (src/aio_slots.h).
+// are slots (slots.cpp).
 PyObject *datagram_setup(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
@@ -346,24 +342,26 @@ PyMethodDef datagram_setup_def = {
     "_aio_datagram_setup(_SelectorDatagramTransport._read_ready, ...sendto, "
     "_DatagramTransport)."};
 
-// Registers _AioDatagramBase and _aio_datagram_setup in module m (the _arena module).
-void register_datagram(PyObject *m)
+// Registers _AioDatagramBase and _aio_datagram_setup in module m.
+int register_datagram(PyObject *m)
 {
-    const Name names[] = {{&gd.s_datagram_received, "datagram_received"},
+    const Name names[] = {{&gd.s_max_size, "max_size"},
+                          {&gd.s_datagram_received, "datagram_received"},
                           {&gd.s_error_received, "error_received"},
                           {&gd.s_peername, "peername"},
                           {&gd.s_sendto, "sendto"},
                           {&gd.m_read_fatal, "Fatal read error on datagram transport"},
                           {&gd.m_write_fatal, "Fatal write error on datagram transport"}};
-    intern_names(names);
-    gd.base_type = Py_NewRef(add_base_type(
-        m, "evloop._arena._AioDatagramBase",
+    if (intern_names(names) < 0)
+        return -1;
+    PyObject *base = add_base_type(
+        m, "evloop._asyncio_core._AioDatagramBase",
         "The native read and send-at-once paths of evloop's datagram transport.",
-        datagram_methods));
-    add_function(m, &datagram_setup_def);
+        datagram_methods);
+    if (!base)
+        return -1;
+    gd.base_type = Py_NewRef(base);
+    return add_function(m, &datagram_setup_def);
 }
 
 } // namespace aio
-} // namespace EVLOOP_PY_MODULE
-
-#endif

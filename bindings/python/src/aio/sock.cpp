@@ -11,17 +11,12 @@
 //  - _ensure_fd_no_transport(fd), create_future() and get_debug(), which every sock_* call
 //    and every future make, as the stdlib's.
 // Sockets are read and written with MSG_DONTWAIT: a socket left blocking (which the stdlib
-// refuses in debug mode only) waits in the loop instead of blocking it. Included once by
-// src/module.cpp after aio_fds.h; evloop/_aio.py has the Python side (sock_recv,
-// sock_sendall), docs/asyncio.md the measurements.
-#ifndef EVLOOP_PY_AIO_SOCK_H
-#define EVLOOP_PY_AIO_SOCK_H
-
-#include <Python.h>
+// refuses in debug mode only) waits in the loop instead of blocking it. evloop/_aio.py has
+// the Python side (sock_recv, sock_sendall), docs/asyncio.md the measurements.
+#include "aio.h"
 
 #include <cerrno>
 
-namespace EVLOOP_PY_MODULE {
 namespace aio {
 
 struct SockGlobals {
@@ -314,7 +309,7 @@ PyMethodDef sock_setup_def = {"_aio_sock_setup", EVLOOP_FASTKW(sock_setup), METH
                               "_ensure_fd_no_transport, _sock_recv)."};
 
 // Adds the methods to _AioCore and _aio_sock_setup to module m.
-void register_sock(PyObject *m)
+int register_sock(PyObject *m)
 {
     const Name names[] = {{&gs.s_fileno, "fileno"},
                           {&gs.s_done, "done"},
@@ -330,16 +325,13 @@ void register_sock(PyObject *m)
                           {&gs.s_pending_removals, "_pending_removals"},
                           {&gs.s_handle, "handle"},
                           {&gs.s_loop, "loop"}};
-    intern_names(names);
+    if (intern_names(names) < 0)
+        return -1;
     gs.kw_handle = PyTuple_Pack(1, gs.s_handle);
     gs.kw_loop = PyTuple_Pack(1, gs.s_loop);
-    if (!gs.kw_handle || !gs.kw_loop)
-        throw pybind11::error_already_set();
-    add_core_methods(sock_methods);
-    add_function(m, &sock_setup_def);
+    if (!gs.kw_handle || !gs.kw_loop || add_core_methods(sock_methods) < 0)
+        return -1;
+    return add_function(m, &sock_setup_def);
 }
 
 } // namespace aio
-} // namespace EVLOOP_PY_MODULE
-
-#endif

@@ -1,5 +1,5 @@
 // The stdlib transports' hot attributes, read as C fields by the native methods of
-// src/aio_transport.h and src/aio_datagram.h.
+// transport.cpp and datagram.cpp (slot_get, in aio.h, reads them).
 //
 // evloop's transport classes (evloop/_aio.py) declare the attributes their native methods
 // read on every message as __slots__: the socket transport (_SocketTransport) _protocol,
@@ -18,40 +18,11 @@
 // never reused tag at its next lookup. So a name the class does not have as a slot (the
 // stream names on the datagram class, a name patched with a property), an instance of a
 // subclass, and an empty slot (its AttributeError is the stdlib's) are read with
-// PyObject_GetAttr. Included once by src/aio_transport.h. GIL held.
-#ifndef EVLOOP_PY_AIO_SLOTS_H
-#define EVLOOP_PY_AIO_SLOTS_H
+// PyObject_GetAttr. GIL held.
+#include "aio.h"
 
-#include <Python.h>
-#include <structmember.h>
-
-namespace EVLOOP_PY_MODULE {
 namespace aio {
 
-enum SlotId {
-    S_PROTOCOL,
-    S_CONN_LOST,
-    S_READ_READY_CB,
-    S_EOF,
-    S_EMPTY_WAITER,
-    S_BUFFER,
-    S_SOCK_FD,
-    S_CLOSING,
-    S_ADDRESS,
-    S_EXTRA,
-    S_SOCK,
-    S_COUNT
-};
-
-// The transport classes whose instances are read at the offsets: the stream transport's and
-// the datagram transport's, each declaring the names its native methods read.
-enum SlotClass { SC_STREAM, SC_DATAGRAM, SC_COUNT };
-
-struct Slots {
-    PyTypeObject *type = nullptr;   // the transport class (a strong reference), or none
-    unsigned int checked_tag = 0;   // its version tag when last checked (0: never)
-    Py_ssize_t offset[S_COUNT] = {}; // each name's offset, 0 where it is not a slot of it
-};
 PyObject *slot_names[S_COUNT] = {}; // interned, set by slots_names_init
 Slots slot_classes[SC_COUNT];
 
@@ -67,7 +38,7 @@ bool slots_names_init()
     return true;
 }
 
-// Checks the class as the header says; records the offsets of the names that are its slots
+// Checks the class as the comment atop says; records the offsets of the names that are its slots
 // now and the tag checked.
 void slots_check(Slots &c, PyTypeObject *tp)
 {
@@ -83,26 +54,6 @@ void slots_check(Slots &c, PyTypeObject *tp)
             c.offset[i] = m->offset;
     }
     c.checked_tag = tp->tp_version_tag;
-}
-
-// self.<name>: a new reference, or nullptr with an exception set, as PyObject_GetAttr.
-inline PyObject *slot_get(PyObject *self, SlotId id)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    for (Slots &c : slot_classes) {
-        if (tp != c.type)
-            continue;
-        if (tp->tp_version_tag != c.checked_tag || c.checked_tag == 0)
-            slots_check(c, tp);
-        if (c.checked_tag != 0 && c.offset[id]) {
-            PyObject *v = *reinterpret_cast<PyObject **>(reinterpret_cast<char *>(self) +
-                                                         c.offset[id]);
-            if (v)
-                return Py_NewRef(v);
-        }
-        break;
-    }
-    return PyObject_GetAttr(self, slot_names[id]);
 }
 
 // The class of kind `which` whose instances are read at the offsets (a transport setup
@@ -123,6 +74,3 @@ bool slots_set_class(SlotClass which, PyObject *cls, PyObject *base)
 }
 
 } // namespace aio
-} // namespace EVLOOP_PY_MODULE
-
-#endif

@@ -16,12 +16,9 @@
 //   connection, a bad argument) goes to the stdlib's write;
 // - is_closing: the stdlib's one-line method (StreamWriter.drain calls it every message).
 // The transport's hot attributes are __slots__ of evloop's class, read at their offsets
-// (src/aio_slots.h); max_size, a class attribute, and the cold ones through PyObject_GetAttr.
-// Included once by src/module.cpp after aio_core.h; registered with _AioCore in _arena.
-#ifndef EVLOOP_PY_AIO_TRANSPORT_H
-#define EVLOOP_PY_AIO_TRANSPORT_H
-
-#include <Python.h>
+// (slots.cpp); max_size, a class attribute, and the cold ones through PyObject_GetAttr. Its
+// helpers (the socket calls, the stdlib's error branch) serve datagram.cpp and sock.cpp too.
+#include "aio.h"
 
 #include <cerrno>
 #include <climits>
@@ -31,9 +28,6 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "aio_slots.h"
-
-namespace EVLOOP_PY_MODULE {
 namespace aio {
 
 // Which fds read large last time (>= kLargeRead bytes): those read straight into a bytes of
@@ -77,7 +71,12 @@ struct TransportGlobals {
 };
 TransportGlobals gt;
 
-constexpr Py_ssize_t kRecvBuf = 256 * 1024; // the stdlib's max_size
+char *recv_buffer()
+{
+    if (!gt.rbuf)
+        gt.rbuf = static_cast<char *>(PyMem_RawMalloc(size_t(kRecvBuf)));
+    return gt.rbuf;
+}
 
 // A slot attribute's truth value: 1, 0, -1 with an exception set.
 int attr_true(PyObject *o, SlotId id)
@@ -110,7 +109,7 @@ int socket_gone(PyObject *self)
 // that sends has checked _conn_lost and socket_gone first, and a reader runs only while
 // registered: until then the transport has not closed its socket, and it owns it
 // (create_connection's sock= hands the socket over; the socket that get_extra_info gives
-// cannot be closed). Reading it is a load (a slot, src/aio_slots.h);
+// cannot be closed). Reading it is a load (a slot, slots.cpp);
 // self._sock.fileno() cost an attribute, a method lookup and a call (callgrind, 1 KiB
 // protocol echo: 500 instructions a call, twice a message).
 int sock_fd(PyObject *self)
@@ -184,8 +183,6 @@ Py_ssize_t send_nb(int fd, const char *buf, Py_ssize_t len)
             return -2;
     }
 }
-
-inline bool would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 
 // The stdlib's EOF branch: self._read_ready__on_eof() (eof_received, then close or keep).
 PyObject *on_eof(PyObject *self)
@@ -501,7 +498,7 @@ PyMethodDef transport_methods[] = {
 
 // _aio_transport_setup(stdlib_write, cls): the stdlib transport's write, for what the fast
 // path leaves to it, and evloop's transport class, whose hot attributes are slots
-// (src/aio_slots.h).
+// (slots.cpp).
 PyObject *transport_setup(PyObject *, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
@@ -518,9 +515,6 @@ PyMethodDef transport_setup_def = {
     "_aio_transport_setup", EVLOOP_FASTKW(transport_setup), METH_FASTCALL,
     "_aio_transport_setup(_SelectorSocketTransport.write, _SocketTransport)."};
 
-// A C base type with no fields of its own and these methods, which a transport class of
-// evloop/_aio.py puts in front of the stdlib's; added to m under the last part of its name.
-// A borrowed reference (m holds it).
 PyObject *add_base_type(PyObject *m, const char *qualname, const char *doc, PyMethodDef *methods)
 {
     PyType_Slot type_slots[] = {
@@ -530,13 +524,13 @@ PyObject *add_base_type(PyObject *m, const char *qualname, const char *doc, PyMe
     PyObject *tp = PyType_FromSpec(&spec);
     if (!tp || PyModule_AddObject(m, std::strrchr(qualname, '.') + 1, tp) < 0) {
         Py_XDECREF(tp);
-        throw pybind11::error_already_set();
+        return nullptr;
     }
     return tp;
 }
 
-// Registers _AioStreamBase and _aio_transport_setup in module m (the _arena module).
-void register_transport(PyObject *m)
+// Registers _AioStreamBase and _aio_transport_setup in module m.
+int register_transport(PyObject *m)
 {
     const Name names[] = {{&gt.s_max_size, "max_size"},
                           {&gt.s_data_received, "data_received"},
@@ -558,17 +552,16 @@ void register_transport(PyObject *m)
                           {&gt.m_updated_fatal,
                            "Fatal error: protocol.buffer_updated() call failed."},
                           {&gt.m_write_fatal, "Fatal write error on socket transport"}};
-    intern_names(names);
-    if (!slots_names_init())
-        throw pybind11::error_already_set();
-    gt.base_type = Py_NewRef(add_base_type(m, "evloop._arena._AioStreamBase",
-                                           "The native hot methods of evloop's socket transport "
-                                           "(reading, and writing at once).",
-                                           transport_methods));
-    add_function(m, &transport_setup_def);
+    if (intern_names(names) < 0 || !slots_names_init())
+        return -1;
+    PyObject *base = add_base_type(m, "evloop._asyncio_core._AioStreamBase",
+                                   "The native hot methods of evloop's socket transport "
+                                   "(reading, and writing at once).",
+                                   transport_methods);
+    if (!base)
+        return -1;
+    gt.base_type = Py_NewRef(base);
+    return add_function(m, &transport_setup_def);
 }
 
 } // namespace aio
-} // namespace EVLOOP_PY_MODULE
-
-#endif
