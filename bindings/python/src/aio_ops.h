@@ -1,5 +1,5 @@
 // The seam between the loop bindings and the asyncio core: what evloop._asyncio_core
-// (src/aio/) needs from a RawLoop of evloop._arena or evloop._chunk (src/module.cpp), as a
+// (src/aio/) needs from a RawLoop of evloop._arena or evloop._chunk (src/raw_loop.cpp), as a
 // table of calls (AioOps) that each loop module fills and hands over as the capsule
 // "evloop.aio_ops" on its RawLoop class (RawLoop._aio_ops), and the readiness record (IoReady)
 // that those calls fill. Included by both sides; the core calls no evloop_* function.

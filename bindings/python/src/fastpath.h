@@ -1,8 +1,10 @@
 // The two measured fast paths of the Python binding, and what they stand on: the GIL kept
 // across a batch of callbacks (RunCtx, CallbackGil, prepare_hook), the task trampolines, and
 // the hand-off methods submit, submit_internal, queue_microtask and submit_batch as
-// METH_FASTCALL functions. Included once, by src/module.cpp, inside its per-variant namespace
-// setup; the figures that justify each path are in the comments where they live.
+// METH_FASTCALL functions. Inline functions and variables (C++17) in the per-variant
+// namespace, so that both files of the module (src/raw_loop.cpp, src/module.cpp) share them
+// and inline the hot ones; the figures that justify each path are in the comments where they
+// live.
 #ifndef EVLOOP_PY_FASTPATH_H
 #define EVLOOP_PY_FASTPATH_H
 
@@ -30,8 +32,8 @@ namespace EVLOOP_PY_MODULE {
 
 // evloop.Error and evloop.LoopClosedError (evloop/_common.py, shared by both modules so that
 // one except clause catches both variants); held for the life of the process.
-py::handle g_error, g_closed_error;
-bool g_lazy_gil = true;
+inline py::handle g_error, g_closed_error;
+inline bool g_lazy_gil = true;
 
 // A negative errno of the C library as a C++ exception; the module's exception translator
 // raises it as evloop.Error(errno, message), LoopClosedError for ESHUTDOWN.
@@ -40,13 +42,13 @@ struct Errno {
     std::string what;
 };
 
-void set_error(int err, const std::string &what)
+inline void set_error(int err, const std::string &what)
 {
     std::string msg = what + (what.empty() ? "" : ": ") + evloop_strerror(err);
     py::set_error(err == -ESHUTDOWN ? g_closed_error : g_error, py::make_tuple(-err, msg));
 }
 
-void check(int r, const char *what)
+inline void check(int r, const char *what)
 {
     if (r < 0)
         throw Errno{r, what};
@@ -54,7 +56,7 @@ void check(int r, const char *what)
 
 // What the thread running a loop's callbacks knows: set by run() and free(), the two calls
 // inside which the C library runs callbacks; innermost first. owner is the RawLoop
-// (module.cpp), which installs report, where a callback's exception goes.
+// (src/raw_loop.h), which installs report, where a callback's exception goes.
 struct RunCtx {
     void *owner;
     void (*report)(void *owner, PyObject *fn);
@@ -64,7 +66,7 @@ struct RunCtx {
     RunCtx *prev;
     bool no_wait; // run_once(0), which cannot block: the GIL is held throughout (drive)
 };
-thread_local RunCtx *tls_ctx = nullptr;
+inline thread_local RunCtx *tls_ctx = nullptr;
 
 // Takes the GIL around one Python callback on the loop thread. After the callback the GIL is
 // kept for the next one; a PREPARE hook (prepare_hook), which runs before the loop can spin,
@@ -97,7 +99,7 @@ private:
     PyGILState_STATE gstate_{};
 };
 
-void prepare_hook(void *)
+inline void prepare_hook(void *)
 {
     RunCtx *c = tls_ctx;
     if (c && c->lazy && !c->no_wait) {
@@ -108,7 +110,7 @@ void prepare_hook(void *)
 
 // With the GIL and the exception fn raised: to the running loop's report, or, outside any
 // loop's callbacks, to sys.unraisablehook.
-void report(PyObject *fn)
+inline void report(PyObject *fn)
 {
     if (tls_ctx)
         tls_ctx->report(tls_ctx->owner, fn);
@@ -118,7 +120,7 @@ void report(PyObject *fn)
 
 // Calls a task (fn, or the tuple (fn, *args) when packed) with the GIL held; an exception
 // goes to the loop's on_error.
-void call_task(PyObject *task, bool packed)
+inline void call_task(PyObject *task, bool packed)
 {
     PyObject *r, *fn = task;
     if (packed) {
@@ -143,7 +145,7 @@ template <bool Packed> void task_trampoline(void *arg)
 
 // The task for fn(*args) (n args, maybe 0): a new reference, and its trampoline in *cb.
 // NULL with an exception set when fn is not callable.
-PyObject *pack_task(PyObject *fn, PyObject *const *args, Py_ssize_t n, evloop_cb *cb)
+inline PyObject *pack_task(PyObject *fn, PyObject *const *args, Py_ssize_t n, evloop_cb *cb)
 {
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "callback must be callable, not %.200s",
@@ -159,7 +161,7 @@ PyObject *pack_task(PyObject *fn, PyObject *const *args, Py_ssize_t n, evloop_cb
     return t;
 }
 
-CallbackGil::~CallbackGil()
+inline CallbackGil::~CallbackGil()
 {
     if (ensured_) {
         PyGILState_Release(gstate_);
@@ -178,8 +180,8 @@ CallbackGil::~CallbackGil()
 // thread 178-305 against 136-217 ns per task (2 vCPUs, load 11, Python 3.11).
 
 // The evloop of self, a RawLoop; NULL with LoopClosedError set once it is freed. Installed by
-// module.cpp at import (the class lives there).
-evloop *(*loop_of)(PyObject *self) = nullptr;
+// module.cpp at import (the class lives in src/raw_loop.h).
+inline evloop *(*loop_of)(PyObject *self) = nullptr;
 
 template <int (*Push)(evloop *, evloop_cb, void *)>
 PyObject *fast_submit(PyObject *self, PyObject *const *args, Py_ssize_t n)
@@ -200,7 +202,7 @@ PyObject *fast_submit(PyObject *self, PyObject *const *args, Py_ssize_t n)
 }
 
 // submit_batch(tasks): a sequence of callables or tuples (fn, *args); all or none.
-PyObject *fast_submit_batch(PyObject *self, PyObject *const *args, Py_ssize_t n)
+inline PyObject *fast_submit_batch(PyObject *self, PyObject *const *args, Py_ssize_t n)
 {
     evloop *l = n == 1 ? loop_of(self) : nullptr;
     if (n != 1 && !PyErr_Occurred())
@@ -237,9 +239,9 @@ PyObject *fast_submit_batch(PyObject *self, PyObject *const *args, Py_ssize_t n)
 // loop waiting in run_once return. On the arena variant that is one lane store, with no lock,
 // and a wake syscall only when the loop has really gone to sleep; the no-op runs on the loop
 // thread without the GIL. LoopClosedError once the loop is freed or stopping.
-void noop_task(void *) {}
+inline void noop_task(void *) {}
 
-PyObject *fast_wake(PyObject *self, PyObject *)
+inline PyObject *fast_wake(PyObject *self, PyObject *)
 {
     evloop *l = loop_of(self);
     int r = l ? evloop_submit(l, noop_task, nullptr) : 0;
@@ -248,7 +250,7 @@ PyObject *fast_wake(PyObject *self, PyObject *)
     return l && r == 0 ? Py_NewRef(Py_None) : nullptr;
 }
 
-PyMethodDef g_fast_methods[] = {
+inline PyMethodDef g_fast_methods[] = {
     {"wake", (PyCFunction)(void (*)(void))fast_wake, METH_NOARGS,
      "wake(): evloop_submit of a C no-op: makes run_once return; no syscall while awake."},
     {"submit", (PyCFunction)(void (*)(void))fast_submit<evloop_submit>, METH_FASTCALL,
