@@ -1,10 +1,10 @@
 """evloop as an asyncio event loop: ``evloop.new_event_loop()``, ``evloop.run()``,
 ``evloop.EventLoopPolicy``, ``evloop.install()``.
 
-Design (docs/asyncio.md has the measurements): ``EventLoop`` is asyncio's own Unix
-selector event loop (``asyncio.SelectorEventLoop``), so its transports, servers, TLS,
-sendfile, subprocesses, pipes and signals are the standard library's, with five parts
-replaced:
+Design (docs/asyncio.md maps it, with its invariants and fallbacks; the measurements are in
+bench/results/asyncio-log.md): ``EventLoop`` is asyncio's own Unix selector event loop
+(``asyncio.SelectorEventLoop``), so its servers, TLS, sendfile, subprocesses, pipes and
+signals are the standard library's, with six parts replaced:
 
 - the hot paths, native (``evloop._asyncio_core._AioCore``, src/aio/core.cpp, the C base of
   ``EventLoop``): ``call_soon``, ``call_later``, ``call_at``, ``call_soon_threadsafe`` and
@@ -16,16 +16,22 @@ replaced:
 - the stream socket transport: ``_SocketTransport``, the stdlib's ``_SelectorSocketTransport``
   behind a C base (``evloop._asyncio_core._AioStreamBase``, src/aio/transport.cpp) whose read
   callbacks recv in C and call the protocol's ``data_received`` (or
-  ``get_buffer``/``buffer_updated``) from C, and whose ``write`` sends in C when nothing is
-  buffered; every other branch is the stdlib's code;
+  ``get_buffer``/``buffer_updated``) from C, whose ``write`` sends in C when nothing is
+  buffered, and whose ``is_closing`` is C; every other branch is the stdlib's code;
+- the datagram transport of ``AF_INET``/``AF_INET6`` sockets: ``_DatagramTransport``, the
+  stdlib's ``_SelectorDatagramTransport`` behind a C base
+  (``evloop._asyncio_core._AioDatagramBase``, src/aio/datagram.cpp) whose read callback
+  recvfroms in C and calls ``datagram_received`` from C, and whose ``sendto`` sends in C when
+  nothing is buffered;
 - the fd registry and the socket methods' hot path, native (src/aio/fds.cpp, sock.cpp):
   ``_add_reader``/``_remove_reader``/``_add_writer``/``_remove_writer`` store the stdlib's
-  keys and handles and add the fd to evloop's poller from C, and ``sock_recv`` and
-  ``sock_sendall`` on a plain ``socket.socket`` recv, send and wait in C;
+  keys and handles and add the fd to evloop's poller from C; on a plain ``socket.socket``
+  ``sock_recv`` receives and waits in C and ``sock_sendall`` makes its first send in C;
 - the selector: ``_EvloopSelector`` registers fds with the evloop C loop
   (``evloop_io_add``/``_modify``/``_remove``); the iteration waits in ``evloop_run_once``,
-  where the fd callbacks only record readiness, handed to asyncio's ``_process_events`` as
-  ``(SelectorKey, events)`` pairs, as the stdlib's epoll selector reports them;
+  where the fd callbacks only record readiness, and then does ``_process_events``'s work in
+  C, with the events as the stdlib's epoll selector reports them (an overriding
+  ``_process_events`` gets them as ``(SelectorKey, events)`` pairs);
 - the cross-thread wake-up: ``call_soon_threadsafe`` from another thread queues its handle
   and then, instead of writing a byte to the self-pipe, submits a C no-op to the evloop loop
   (one lane store, no lock; a wake syscall only when the loop really sleeps in

@@ -64,8 +64,8 @@ KNOWN_DIVERGENCES = {
     "equal-when-timer-order": (
         "Timers due at exactly the same time: evloop runs them in the order they were "
         "scheduled (its heap orders on (when, seq)), the stdlib in whatever order heapq's sifts "
-        "leave them (asyncio documents that order as undefined; docs/asyncio.md, 'Ties between "
-        "timers due at the same time'). The trace sorts the callbacks of each group of timers "
+        "leave them (asyncio documents that order as undefined; docs/asyncio.md, 'Known "
+        "differences from the stock loop'). The trace sorts the callbacks of each group of timers "
         "scheduled with one call_at time; the generator keeps those callbacks free of actions."),
 }
 

@@ -127,8 +127,9 @@ inline PyObject *ring_at(const Ring *r, size_t i) { return r->buf[(r->head + i) 
 // (the stdlib's heapq compares `when` only, so its order among equal times is whatever the
 // sifts left). `when` is the handle's _when as a double, read once at push. Four children per
 // node: half the depth of a binary heap, the children of a node in about one cache line;
-// measured against a binary heap of the same entries (docs/asyncio.md): 169 against 181 ns of
-// CPU per timer (push + pop) with 50,000 timers, 400 against 434 with a million.
+// measured against a binary heap of the same entries (bench/results/asyncio-log.md): 169
+// against 181 ns of CPU per timer (push + pop) with 50,000 timers, 400 against 434 with a
+// million.
 
 constexpr size_t kArity = 4;
 
@@ -424,12 +425,12 @@ int run_handle(Core *self, PyObject *h)
 // ---------------------------------------------------------------- queued handles and the GC
 
 // The collector's work on queued handles was measured as the largest cost of a burst of
-// call_soon and of call_soon_threadsafe into a busy loop (docs/asyncio.md): a queued handle and
-// the context copy it made are two tracked objects that young collections traverse, promote and
-// traverse again, for as long as they wait. So a handle that call_soon made, once nothing but
-// the ring refers to it (checked when the next one is queued, or when the iteration starts:
-// by then the caller has dropped what call_soon returned), is untracked, and so is its context
-// copy if only the handle refers to it. While untracked:
+// call_soon and of call_soon_threadsafe into a busy loop (bench/results/asyncio-log.md): a
+// queued handle and the context copy it made are two tracked objects that young collections
+// traverse, promote and traverse again, for as long as they wait. So a handle that call_soon
+// made, once nothing but the ring refers to it (checked when the next one is queued, or when
+// the iteration starts: by then the caller has dropped what call_soon returned), is
+// untracked, and so is its context copy if only the handle refers to it. While untracked:
 // - the core's tp_traverse visits what the handle refers to, on its behalf (and the context's
 //   references, through its tp_traverse): the collector sees the same edges as if the core held
 //   them, so a cycle through a queued handle is still found and nothing it refers to can be
