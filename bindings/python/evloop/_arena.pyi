@@ -30,33 +30,58 @@ def write_unraisable(exc: BaseException, obj: Any) -> None:
 def _set_lazy_gil(on: bool) -> None: ...
 
 class Stats:
-    """struct evloop_stats as read-only fields (generated from include/evloop.h)."""
+    """struct evloop_stats as read-only fields (generated from include/evloop.h; these
+    stubs list them by hand: tests/test_stubs.py compares)."""
 
     _fields: Tuple[str, ...]
-    tasks_run: int
-    microtasks_run: int
-    timers_fired: int
-    io_callbacks: int
-    ticks: int
-    futex_sleeps: int
-    futex_wakes: int
-    poller_sleeps: int
-    poller_wakes: int
-    spin_hits: int
-    spin_misses: int
-    spin_preemptions: int
-    ingress_overflows: int
-    batch_budget: int
-    spin_ns: int
-    backend: str
-    ingress: str
-    fallback: str
-    profile_loaded: bool
-    fence: str
-    fence_reason: str
-    lanes: int
-    backend_reason: str
-    membarriers: int
+    @property
+    def tasks_run(self) -> int: ...
+    @property
+    def microtasks_run(self) -> int: ...
+    @property
+    def timers_fired(self) -> int: ...
+    @property
+    def io_callbacks(self) -> int: ...
+    @property
+    def ticks(self) -> int: ...
+    @property
+    def futex_sleeps(self) -> int: ...
+    @property
+    def futex_wakes(self) -> int: ...
+    @property
+    def poller_sleeps(self) -> int: ...
+    @property
+    def poller_wakes(self) -> int: ...
+    @property
+    def spin_hits(self) -> int: ...
+    @property
+    def spin_misses(self) -> int: ...
+    @property
+    def spin_preemptions(self) -> int: ...
+    @property
+    def ingress_overflows(self) -> int: ...
+    @property
+    def batch_budget(self) -> int: ...
+    @property
+    def spin_ns(self) -> int: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def ingress(self) -> str: ...
+    @property
+    def fallback(self) -> str: ...
+    @property
+    def profile_loaded(self) -> bool: ...
+    @property
+    def fence(self) -> str: ...
+    @property
+    def fence_reason(self) -> str: ...
+    @property
+    def lanes(self) -> int: ...
+    @property
+    def backend_reason(self) -> str: ...
+    @property
+    def membarriers(self) -> int: ...
     def __getitem__(self, key: str) -> Any: ...
     def as_dict(self) -> Dict[str, Any]: ...
 
@@ -65,9 +90,12 @@ _Task = Union[Callable[[], object], Tuple[Any, ...]]
 class Timer:
     """A timer of RawLoop.timer_start; its Python object is the C arg while armed."""
 
-    id: int
-    active: bool
-    cancelled: bool
+    @property
+    def id(self) -> int: ...
+    @property
+    def active(self) -> bool: ...
+    @property
+    def cancelled(self) -> bool: ...
     def cancel(self) -> bool: ...
     def again(self, delay_ns: int) -> bool: ...
 
@@ -114,9 +142,10 @@ class RawLoop:
     @property
     def backend(self) -> str: ...
     _aio_ops: Any  # a capsule: what evloop._asyncio_core calls on a RawLoop of this module
+    def _live_fds(self) -> int:
+        """How many fds hold a Python callback (io_add): the tests' leak check."""
 
 # evloop.bench's kernels (present when built with bench/; see evloop.bench.run)
-from typing import Any, Dict
 
 def bench_families() -> List[str]:
     """The benchmark families the kernels know."""
