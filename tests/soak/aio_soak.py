@@ -18,8 +18,8 @@ the whole run. Every reply is checked: HTTP status and a body that encodes the r
 (``id=<conn>/<seq>;`` then filler derived from the id), echo the exact bytes sent. Server and
 client are pinned to different CPUs when there are two or more.
 
-Every interval a row: requests, connections, RSS, malloc's bytes in use (``heap_MiB``:
-what grows with a leak, where RSS alone may be fragmentation), the Python objects' memory
+Every interval a row: requests, connections, RSS, malloc's bytes in use (``heap_MiB``, every
+arena: what grows with a leak, where RSS alone may be fragmentation), the Python objects' memory
 blocks (``sys.getallocatedblocks()``, thousands: what grows when objects leak), open fds, signals,
 timers, threadsafe calls and, on evloop, the C loop's counters (``loop.evloop_stats()``).
 Exits 1 (with the reasons) on a lost or corrupted reply, an error the server or the loop's
@@ -112,29 +112,45 @@ def rss_bytes(pid: str = "self") -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
-        .split()
-    ]
-
-
 try:
-    _mallinfo2 = ctypes.CDLL(None).mallinfo2
-    _mallinfo2.restype = _MallInfo2
-except (AttributeError, OSError):  # not glibc 2.33+
-    _mallinfo2 = None
+    _libc = ctypes.CDLL(None)
+    _libc.open_memstream.restype = ctypes.c_void_p
+    _libc.open_memstream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    _libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    _libc.fclose.argtypes = [ctypes.c_void_p]
+    _libc.free.argtypes = [ctypes.c_void_p]
+except (AttributeError, OSError):  # not glibc
+    _libc = None
 
 
 def heap_in_use() -> Optional[int]:
-    """Bytes malloc has handed out and not taken back (glibc's mallinfo2: uordblks + hblkhd),
-    None where unknown. Beside RSS it tells a leak (this grows) from fragmentation (RSS
-    grows, this does not)."""
-    if _mallinfo2 is None:
+    """Bytes malloc has handed out and not taken back, over every arena (glibc's malloc_info:
+    the memory it holds from the system, less its free chunks, plus its mmapped chunks; a free
+    top chunk not trimmed yet counts as used), None where unknown. Beside RSS it tells a leak
+    (this grows) from fragmentation (RSS grows, this does not). Python objects mostly live in
+    pymalloc's arenas instead: see sys.getallocatedblocks()."""
+    if _libc is None:
         return None
-    m = _mallinfo2()
-    return int(m.uordblks + m.hblkhd)
+    buf, size = ctypes.c_void_p(), ctypes.c_size_t()
+    f = _libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+    if not f:
+        return None
+    r = _libc.malloc_info(0, f)
+    _libc.fclose(f)
+    xml = ctypes.string_at(buf.value, size.value).decode() if buf.value else ""
+    _libc.free(buf)
+    totals = xml.rpartition("</heap>")[2]  # every arena's, after the last one's own
+    if r != 0 or not totals:
+        return None
+
+    def size_of(tag: str) -> int:
+        i = totals.find(tag)
+        j = totals.find('size="', i)
+        return int(totals[j + 6 : totals.index('"', j + 6)]) if i >= 0 and j >= 0 else 0
+
+    held = size_of('<system type="current"')
+    free = size_of('<total type="fast"') + size_of('<total type="rest"')
+    return max(held - free, 0) + size_of('<total type="mmap"')
 
 
 def fd_count(pid: str = "self") -> int:
@@ -157,32 +173,37 @@ def pin(cpu: Optional[int]) -> None:
 
 
 def rss_verdict(
-    samples: List[Tuple[float, int]], limit_pct_h: float, floor_mib: float
+    samples: List[Tuple[float, int, int, int]], warmup: float, limit_pct_h: float,
+    floor_mib: float
 ) -> Tuple[bool, str]:
-    """RSS keeps growing after warm-up when, over the samples after the first third of the
-    load, both: their line (Theil-Sen: the median of the slopes between every two samples,
-    which a few spikes, such as a slow reader's buffered replies, do not move) projects more
-    than limit_pct_h % growth per hour of their median, and the median of the last third
-    exceeds the median of the middle third by more than floor_mib MiB (so a step or noise in
-    a short run does not fail it)."""
-    if len(samples) < 6:
-        return True, f"rss: {len(samples)} samples, too few to judge growth (need 6)"
-    n = len(samples)
-    tail = samples[n // 3 :]
+    """RSS keeps growing after warm-up when, over the samples (t, rss, heap, blocks) taken
+    after warmup s of load, both: their line (Theil-Sen: the median of the slopes between
+    every two samples, which a few spikes, such as a slow reader's buffered replies, do not
+    move) projects more than limit_pct_h % growth per hour of their median, and the median of
+    their second half exceeds that of their first half by more than floor_mib MiB (so a step
+    or noise in a short run does not fail it). The text also says how malloc's bytes in use
+    and Python's blocks moved between the two halves: RSS growth without theirs is
+    fragmentation or an allocator's high-water mark rather than a leak."""
+    tail = [x for x in samples if x[0] >= warmup]
+    if len(tail) < 4:
+        return True, f"rss: {len(tail)} samples after warm-up, too few to judge growth (need 4)"
     slope = statistics.median(  # bytes per s
-        (r2 - r1) / (t2 - t1) for i, (t1, r1) in enumerate(tail) for t2, r2 in tail[i + 1 :]
+        (b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(tail) for b in tail[i + 1 :]
     )
-    rm = statistics.median(r for _, r in tail)
+    rm = statistics.median(x[1] for x in tail)
     pct_h = slope * 3600 / rm * 100
-    mid = statistics.median(r for _, r in samples[n // 3 : 2 * n // 3])
-    last = statistics.median(r for _, r in samples[2 * n // 3 :])
-    rise = (last - mid) / 2**20
-    grows = pct_h > limit_pct_h and rise > floor_mib
+    h = len(tail) // 2
+
+    def rise(k: int) -> float:
+        return statistics.median(x[k] for x in tail[h:]) - statistics.median(x[k] for x in tail[:h])
+
+    grows = pct_h > limit_pct_h and rise(1) / 2**20 > floor_mib
     text = (
         f"rss: Theil-Sen slope {slope * 60 / 1024:+.1f} KiB/min over {len(tail)} samples after"
-        f" warm-up"
-        f" = {pct_h:+.1f} %/h of {rm / 2**20:.1f} MiB (limit {limit_pct_h:g} %/h); median"
-        f" last third - middle third = {rise:+.2f} MiB (floor {floor_mib:g} MiB)"
+        f" {warmup:.0f} s of warm-up = {pct_h:+.1f} %/h of {rm / 2**20:.1f} MiB (limit"
+        f" {limit_pct_h:g} %/h); median second half - first half = {rise(1) / 2**20:+.2f} MiB"
+        f" (floor {floor_mib:g} MiB); meanwhile malloc's bytes in use {rise(2) / 2**20:+.2f} MiB,"
+        f" Python's blocks {rise(3) / 1000:+.1f}k"
     )
     return not grows, text
 
@@ -442,13 +463,14 @@ class Sampler:
         self.prev_t = t0
         self.prev = (0, 0, 0)
         self.client: Dict[str, Any] = {}
-        self.samples: List[Tuple[float, int]] = []  # (t, rss) while the clients run
+        # (t, rss, heap, Python blocks) while the clients run
+        self.samples: List[Tuple[float, int, int, int]] = []
 
     def row(self, under_load: bool) -> None:
         now = time.monotonic()
         rss, fds, heap = rss_bytes(), fd_count(), heap_in_use()
         if under_load:
-            self.samples.append((now - self.t0, rss))
+            self.samples.append((now - self.t0, rss, heap or 0, sys.getallocatedblocks()))
         dt = max(now - self.prev_t, 1e-9)
         req, acc, echo = ST.http_requests, ST.accepted, ST.echo_bytes
         stats = ["-"] * 5
@@ -570,7 +592,7 @@ async def serve(args: argparse.Namespace) -> int:
 
     # The verdict.
     fails: List[str] = []
-    ok_rss, rss_text = rss_verdict(sampler.samples, args.rss_limit, args.rss_floor)
+    ok_rss, rss_text = rss_verdict(sampler.samples, args.warmup, args.rss_limit, args.rss_floor)
     c = final
     cl = (
         f"client: {c.get('ok', 0)} replies checked ({c.get('http', 0)} HTTP,"
@@ -913,11 +935,13 @@ def main() -> int:
                    help="s between rows (default: 10 up to 5 min, 30 up to 15 min, else 60)")
     p.add_argument("--idle", type=int, default=2000, help="idle connections held open")
     p.add_argument("--churners", type=int, default=16, help="concurrent churning clients")
+    p.add_argument("--warmup", type=float, default=0,
+                   help="s of load before RSS is judged (default: a third of the duration)")
     p.add_argument("--rss-limit", type=float, default=20.0,
                    help="%%/h of projected RSS growth after warm-up that fails (default 20)")
     p.add_argument("--rss-floor", type=float, default=1.0,
-                   help="MiB the last third's median must rise above the middle third's"
-                   " for growth to fail (default 1)")
+                   help="MiB the median of the second half of the samples after warm-up must"
+                   " rise above the first half's for growth to fail (default 1)")
     p.add_argument("--server-cpu", type=int, default=None)
     p.add_argument("--client-cpu", type=int, default=None)
     p.add_argument("--role", choices=("server", "client"), default="server",
@@ -927,6 +951,8 @@ def main() -> int:
     args = p.parse_args()
     if not args.interval:
         args.interval = 10.0 if args.duration <= 300 else 30.0 if args.duration <= 900 else 60.0
+    if not args.warmup:
+        args.warmup = args.duration / 3
     if args.role == "client":
         return client_main(args)
     cpus = sorted(os.sched_getaffinity(0))

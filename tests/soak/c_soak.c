@@ -48,11 +48,12 @@
 extern char **environ;
 
 struct opts {
-    double duration, interval;   /* s of client load; s between rows */
-    unsigned idle, churners;     /* idle connections held; client threads churning */
-    const char *backend;         /* NULL: auto */
-    double rss_limit, rss_floor; /* %/h and MiB: see rss_verdict() */
-    int server_cpu, client_cpu;  /* -1: not pinned */
+    double duration, interval, warmup; /* s of client load; s between rows; s before RSS is
+                                          judged */
+    unsigned idle, churners;           /* idle connections held; client threads churning */
+    const char *backend;               /* NULL: auto */
+    double rss_limit, rss_floor;       /* %/h and MiB: see rss_verdict() */
+    int server_cpu, client_cpu;        /* -1: not pinned */
 };
 
 /* The loop thread's counters; the controller reads them through snapshot(). */
@@ -701,19 +702,24 @@ static double median(const double *v, size_t n)
     return m;
 }
 
-/* RSS keeps growing after warm-up when, over the samples after the first third of the load,
- * both: their line (Theil-Sen: the median of the slopes between every two samples, which a
- * few spikes do not move) projects more than limit %/h growth of their median, and the
- * median of the last third exceeds that of the middle third by more than floor MiB (so a
- * step or noise in a short run does not fail it). As aio_soak.py's rss_verdict. */
-static bool rss_verdict(const double *t, const double *rss, size_t n, double limit,
-                        double floor_mib, char *text, size_t cap)
+/* RSS keeps growing after warm-up when, over the samples taken after warmup s of load, both:
+ * their line (Theil-Sen: the median of the slopes between every two samples, which a few
+ * spikes do not move) projects more than limit %/h growth of their median, and the median of
+ * their second half exceeds that of their first half by more than floor MiB (so a step or
+ * noise in a short run does not fail it). The text also says how malloc's bytes in use moved
+ * between the two halves: RSS growth without it is fragmentation or an allocator's high-water
+ * mark rather than a leak. As aio_soak.py's rss_verdict. */
+static bool rss_verdict(const double *t, const double *rss, const double *heap, size_t n,
+                        double warmup, double limit, double floor_mib, char *text, size_t cap)
 {
-    if (n < 6) {
-        snprintf(text, cap, "rss: %zu samples, too few to judge growth (need 6)", n);
+    size_t a = 0;
+    while (a < n && t[a] < warmup)
+        a++;
+    size_t m = n - a, k = 0, h = m / 2;
+    if (m < 4) {
+        snprintf(text, cap, "rss: %zu samples after warm-up, too few to judge growth (need 4)", m);
         return true;
     }
-    size_t a = n / 3, m = n - a, k = 0;
     double *slopes = malloc(m * m * sizeof(*slopes));
     if (!slopes)
         abort();
@@ -724,14 +730,15 @@ static bool rss_verdict(const double *t, const double *rss, size_t n, double lim
     free(slopes);
     double rm = median(rss + a, m);
     double pct_h = slope * 3600 / rm * 100;
-    double mid = median(rss + a, 2 * n / 3 - a), last = median(rss + 2 * n / 3, n - 2 * n / 3);
-    double rise = (last - mid) / 1048576.0;
+    double rise = (median(rss + a + h, m - h) - median(rss + a, h)) / 1048576.0;
+    double heap_rise = (median(heap + a + h, m - h) - median(heap + a, h)) / 1048576.0;
     bool grows = pct_h > limit && rise > floor_mib;
     snprintf(text, cap,
-             "rss: Theil-Sen slope %+.1f KiB/min over %zu samples after warm-up = %+.1f %%/h of "
-             "%.1f MiB "
-             "(limit %g %%/h); median last third - middle third = %+.2f MiB (floor %g MiB)",
-             slope * 60 / 1024, m, pct_h, rm / 1048576.0, limit, rise, floor_mib);
+             "rss: Theil-Sen slope %+.1f KiB/min over %zu samples after %.0f s of warm-up = "
+             "%+.1f %%/h of %.1f MiB (limit %g %%/h); median second half - first half = %+.2f "
+             "MiB (floor %g MiB); meanwhile malloc's bytes in use %+.2f MiB",
+             slope * 60 / 1024, m, warmup, pct_h, rm / 1048576.0, limit, rise, floor_mib,
+             heap_rise);
     return !grows;
 }
 
@@ -755,14 +762,41 @@ static void parse_report(char *line, struct soak_client_report *rep)
     }
 }
 
-/* Bytes malloc has handed out and not taken back (glibc's mallinfo2), 0 where unknown: beside
- * RSS it tells a leak (this grows) from fragmentation (RSS grows, this does not). Under ASan
- * its allocator is not glibc's: this reads about 0. */
+/* The size of one "<total type=\"TYPE\" ... size=\"N\"/>" or "<system type=...>" entry of
+ * malloc_info's text, 0 if absent. */
+static uint64_t malloc_info_size(const char *xml, const char *tag)
+{
+    const char *p = strstr(xml, tag), *size = p ? strstr(p, "size=\"") : NULL;
+    return size ? strtoull(size + 6, NULL, 10) : 0;
+}
+
+/* Bytes malloc has handed out and not taken back, over every arena (glibc's malloc_info: the
+ * memory it holds from the system, less its free chunks, plus its mmapped chunks; a free top
+ * chunk it has not trimmed yet counts as used), 0 where unknown. Beside RSS it tells a leak
+ * (this grows) from fragmentation (RSS grows, this does not). Under ASan, whose allocator is
+ * not glibc's, it reads about 0. */
 static uint64_t heap_in_use(void)
 {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
-    struct mallinfo2 m = mallinfo2();
-    return m.uordblks + m.hblkhd;
+#ifdef __GLIBC__
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return 0;
+    int r = malloc_info(0, f);
+    fclose(f);
+    uint64_t used = 0;
+    const char *all = NULL; /* the totals of every arena follow the last </heap> */
+    for (const char *p = buf; r == 0 && p && (p = strstr(p, "</heap>")) != NULL; p++)
+        all = p;
+    if (all) {
+        uint64_t held = malloc_info_size(all, "<system type=\"current\"");
+        uint64_t free_ = malloc_info_size(all, "<total type=\"fast\"") +
+                         malloc_info_size(all, "<total type=\"rest\"");
+        used = (held > free_ ? held - free_ : 0) + malloc_info_size(all, "<total type=\"mmap\"");
+    }
+    free(buf);
+    return used;
 #else
     return 0;
 #endif
@@ -826,14 +860,15 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: c_soak [--duration S] [--interval S] [--idle N] [--churners N]\n"
-            "              [--backend auto|epoll|io_uring] [--rss-limit PCT_PER_H]\n"
+            "              [--backend auto|epoll|io_uring] [--warmup S] [--rss-limit PCT_PER_H]\n"
             "              [--rss-floor MIB] [--server-cpu N] [--client-cpu N]\n"
             "--duration defaults to $SOAK_DURATION, else 110 s; --interval to 10 s up to 5\n"
-            "minutes, 30 up to 15, else 60. Fails (exit 1) on a lost or corrupted reply, a\n"
-            "server error, a lost signal, task or timer, a timer early or fired after its\n"
-            "cancel, connections or fds not back to the baseline once the clients have left,\n"
-            "RSS still growing after warm-up (--rss-limit %%/h, default 20, and --rss-floor\n"
-            "MiB, default 1), or pauses/partial writes that never happened.\n");
+            "minutes, 30 up to 15, else 60; --warmup to a third of the duration. Fails (exit 1)\n"
+            "on a lost or corrupted reply, a server error, a lost signal, task or timer, a timer\n"
+            "early or fired after its cancel, connections or fds not back to the baseline once\n"
+            "the clients have left, RSS still growing after warm-up (rss_verdict: --rss-limit\n"
+            "%%/h, default 20, and --rss-floor MiB, default 1), or pauses/partial writes that\n"
+            "never happened.\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -863,6 +898,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->churners = (unsigned)atoi(v);
         else if (strcmp(a, "--backend") == 0)
             o->backend = v;
+        else if (strcmp(a, "--warmup") == 0)
+            o->warmup = atof(v);
         else if (strcmp(a, "--rss-limit") == 0)
             o->rss_limit = atof(v);
         else if (strcmp(a, "--rss-floor") == 0)
@@ -882,6 +919,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->interval <= 0)
         o->interval = o->duration <= 300 ? 10 : o->duration <= 900 ? 30 : 60;
+    if (o->warmup <= 0)
+        o->warmup = o->duration / 3;
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) >= 2) {
         int first = -1, last = -1;
@@ -937,7 +976,7 @@ struct run {
     uint64_t base_rss, rss_first, rss_load_end, t0;
     double load_s;
     size_t nsamples;
-    double *sample_t, *sample_rss;
+    double *sample_t, *sample_rss, *sample_heap;
     struct soak_client_report cl;
     struct snapshot last;
 };
@@ -958,6 +997,7 @@ static int drive(struct run *run, int http_port, int echo_port)
     size_t cap = (size_t)(o->duration / o->interval) + 8;
     run->sample_t = calloc(cap, sizeof(double));
     run->sample_rss = calloc(cap, sizeof(double));
+    run->sample_heap = calloc(cap, sizeof(double));
     struct snapshot prev = {0};
     uint64_t prev_t = run->t0;
     char buf[4096];
@@ -971,6 +1011,7 @@ static int drive(struct run *run, int http_port, int echo_port)
             uint64_t rss = soak_rss_bytes();
             if (run->nsamples < cap) {
                 run->sample_t[run->nsamples] = (double)(now - run->t0) / 1e9;
+                run->sample_heap[run->nsamples] = (double)heap_in_use();
                 run->sample_rss[run->nsamples++] = (double)rss;
             }
             if (!run->rss_first)
@@ -1055,8 +1096,8 @@ static int verdict(struct run *run)
     uint64_t tasks_sent = atomic_load(&g_tasks_sent), timers = atomic_load(&g_timers_started);
     uint64_t sig_sent = atomic_load(&g_sig_sent), sig_lost = atomic_load(&g_sig_lost);
     char rss_text[512];
-    bool rss_ok = rss_verdict(run->sample_t, run->sample_rss, run->nsamples, o->rss_limit,
-                              o->rss_floor, rss_text, sizeof(rss_text));
+    bool rss_ok = rss_verdict(run->sample_t, run->sample_rss, run->sample_heap, run->nsamples,
+                              o->warmup, o->rss_limit, o->rss_floor, rss_text, sizeof(rss_text));
     printf("c_soak: client: %" PRIu64 " replies checked (%" PRIu64 " HTTP, %" PRIu64
            " echo), %" PRIu64 " connections, %" PRIu64 " resets, %" PRIu64 " half-closes, %" PRIu64
            " Connection: close, %" PRIu64 " slow readers, %" PRIu64 " idle held, %" PRIu64
@@ -1204,6 +1245,7 @@ static int serve(struct run *run)
         rc = -1;
     free(run->sample_t);
     free(run->sample_rss);
+    free(run->sample_heap);
     printf("c_soak: %s (C loop, %s)\n", rc == 0 ? "passed" : "FAILED",
            o->backend ? o->backend : "auto");
     fflush(stdout); /* before LeakSanitizer's check at exit, which ends the process */

@@ -5,7 +5,7 @@
 # flake hunt).
 #
 #   tests/soak/run.sh [--duration S] [--only LIST] [--python PY] [--backend B]
-#                     [--load none|stress] [--logs DIR]
+#                     [--warmup S] [--load none|stress] [--logs DIR]
 #
 #   --duration  s of client load per soak (default $SOAK_DURATION, else 110: the CI size,
 #               about 6 minutes for the default three); rows every 10 s up to 5 minutes,
@@ -15,6 +15,7 @@
 #   --python    the Python that has evloop (and uvloop for `uvloop`) installed (default
 #               $SOAK_PYTHON, else python3)
 #   --backend   the C soak's evloop backend: auto (default), epoll, io_uring
+#   --warmup    s of load before RSS growth is judged (default a third of the duration)
 #   --load      stress: stress-ng with one CPU-bound worker per CPU beside the soaks
 #   --logs      where each soak's output goes, as <soak>.log (default build-soak-logs)
 #
@@ -25,16 +26,17 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 duration=${SOAK_DURATION:-110} only="evloop,c,c-asan" python=${SOAK_PYTHON:-python3}
-backend="auto" load="none" logs="build-soak-logs"
+backend="auto" load="none" logs="build-soak-logs" warmup=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --duration) duration="$2"; shift 2 ;;
     --only) only="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --backend) backend="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
     --load) load="$2"; shift 2 ;;
     --logs) logs="$2"; shift 2 ;;
-    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,27p' "$0" >&2; exit 2 ;;
     esac
 done
 mkdir -p "$logs"
@@ -77,8 +79,9 @@ elif [ "$load" != none ]; then
     echo "run.sh: unknown load '$load'" >&2; exit 2
 fi
 
-c_backend=()
+c_backend=() common=()
 [ "$backend" = auto ] || c_backend=(--backend "$backend")
+[ -z "$warmup" ] || common=(--warmup "$warmup")
 failed=()
 summary=()
 for s in ${only//,/ }; do
@@ -86,11 +89,12 @@ for s in ${only//,/ }; do
     echo "=== soak $s: $duration s of load (log: $log)"
     start=$SECONDS
     case "$s" in
-    c) cmd=(build-soak-c/tests/soak/c_soak --duration "$duration" "${c_backend[@]}") ;;
+    c) cmd=(build-soak-c/tests/soak/c_soak --duration "$duration" "${c_backend[@]}"
+            "${common[@]}") ;;
     # ASan's quarantine (256 MiB) swings RSS by several MiB: a larger floor for its growth.
     c-asan) cmd=(build-soak-asan/tests/soak/c_soak --duration "$duration" --rss-floor 16
-                 "${c_backend[@]}") ;;
-    *) cmd=("$python" tests/soak/aio_soak.py --loop "$s" --duration "$duration") ;;
+                 "${c_backend[@]}" "${common[@]}") ;;
+    *) cmd=("$python" tests/soak/aio_soak.py --loop "$s" --duration "$duration" "${common[@]}") ;;
     esac
     # ASan: leaks are checked when each process (server and clients) exits, and fail it.
     if ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
