@@ -114,6 +114,9 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg);
 
 /* Frees a loop that is not running. If the loop was never run to its end, it is first
  * stopped and drained on the calling thread, so no accepted task is lost. NULL is a no-op.
+ * On io_uring the kernel tears the ring down some time after this returns and sends task
+ * work to the thread that made the loop: like a signal, it ends a blocking call of that
+ * thread that waits with a timeout (a read under SO_RCVTIMEO) with EINTR; retry it.
  * Returns 0, or -EBUSY when the loop is running (nothing is freed then). */
 EVLOOP_API int evloop_free(evloop *loop);
 
