@@ -30,7 +30,7 @@ import sys
 import time
 
 # The tournament's modules import each other by name when it runs from bench/kit/, and
-# relatively when the Python package carries them (evloop._bench: bindings/python).
+# relatively when the Python package carries them (evloop.bench._kit: bindings/python).
 try:
     from . import tournament_plots as plots
     from . import tournament_report as report

@@ -6,7 +6,7 @@ import os
 import sys
 
 # The tournament's modules import each other by name when it runs from bench/kit/, and
-# relatively when the Python package carries them (evloop._bench: bindings/python).
+# relatively when the Python package carries them (evloop.bench._kit: bindings/python).
 try:
     from .tournament_report import FLOORS, is_evloop, is_tagged, median, short
 except ImportError:

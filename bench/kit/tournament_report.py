@@ -11,7 +11,7 @@ import statistics
 import sys
 
 # The tournament's modules import each other by name when it runs from bench/kit/, and
-# relatively when the Python package carries them (evloop._bench: bindings/python).
+# relatively when the Python package carries them (evloop.bench._kit: bindings/python).
 try:
     from .machine_load import BUSY
 except ImportError:

@@ -4,7 +4,7 @@
 // started, warmed up), then step() runs one timed iteration and says how many ns it timed
 // and how many ops it did. Whatever drives the steps owns the clock of the run: bench/'s
 // google-benchmark families (harness.h, families.cpp) and the Python evloop.bench
-// (bindings/python/src/pybench.cpp) both do, through this interface only. No
+// (bindings/python/src/bench/kernels.cpp) both do, through this interface only. No
 // google-benchmark, no libev or libuv here.
 #ifndef BENCH_KERNELS_KERNEL_H
 #define BENCH_KERNELS_KERNEL_H

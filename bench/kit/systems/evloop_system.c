@@ -1,7 +1,8 @@
 /* The evloop adapter of the benchmark seam (system.h). bench/CMakeLists.txt compiles it
  * once per ingress variant with BENCH_EVLOOP_VARIANT=arena|chunk and links each copy with
  * its own libevloop_<variant>.a into one relocatable object in which only
- * bench_system_evloop_<variant> stays global, so both variants live in one binary. */
+ * bench_system_evloop_<variant> stays global, so both variants live in one binary. The
+ * Python experiment kit compiles it with BENCH_EVLOOP_C_API=1 instead: see below. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -19,6 +20,34 @@
 #define STR2(a) #a
 #define STR(a) STR2(a)
 #define SYSTEM_SYMBOL CAT(bench_system_evloop_, BENCH_EVLOOP_VARIANT)
+
+/* With BENCH_EVLOOP_C_API=1 (the Python kit, evloop.bench._kernels) the adapter links no
+ * library: it calls the evloop_* functions of the loop module of its variant, evloop._arena or
+ * evloop._chunk, through the table that module hands over (bindings/python/src/c_api.h), which
+ * the kit's module init stores in bench_evloop_c_api_<variant>. A Python process then holds
+ * one copy of each variant, the one its loops run; the price is one load and an indirect
+ * call per library call, beside the indirect call through struct bench_system that every
+ * system pays. The macros keep the calls below spelled as the API's. */
+#if BENCH_EVLOOP_C_API
+#include "c_api.h"
+#define C_API CAT(bench_evloop_c_api_, BENCH_EVLOOP_VARIANT)
+extern const struct evloop_py_c_api *C_API;
+#define evloop_ingress() C_API->ingress()
+#define evloop_config_init(...) C_API->config_init(__VA_ARGS__)
+#define evloop_new(...) C_API->new_loop(__VA_ARGS__)
+#define evloop_free(...) C_API->free_loop(__VA_ARGS__)
+#define evloop_run(...) C_API->run(__VA_ARGS__)
+#define evloop_stop(...) C_API->stop(__VA_ARGS__)
+#define evloop_submit(...) C_API->submit(__VA_ARGS__)
+#define evloop_submit_internal(...) C_API->submit_internal(__VA_ARGS__)
+#define evloop_queue_microtask(...) C_API->queue_microtask(__VA_ARGS__)
+#define evloop_submit_batch(...) C_API->submit_batch(__VA_ARGS__)
+#define evloop_timer_start(...) C_API->timer_start(__VA_ARGS__)
+#define evloop_io_add(...) C_API->io_add(__VA_ARGS__)
+#define evloop_io_remove(...) C_API->io_remove(__VA_ARGS__)
+#define evloop_stats(...) C_API->stats(__VA_ARGS__)
+#define evloop_backend(...) C_API->backend(__VA_ARGS__)
+#endif
 
 struct bench_loop {
     evloop *loop;

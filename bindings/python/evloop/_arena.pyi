@@ -145,28 +145,4 @@ class RawLoop:
     def _live_fds(self) -> int:
         """How many fds hold a Python callback (io_add): the tests' leak check."""
 
-# evloop.bench's kernels (present when built with bench/; see evloop.bench.run)
-
-def bench_families() -> List[str]:
-    """The benchmark families the kernels know."""
-def bench_systems() -> List[str]:
-    """The systems this module's kernels can run."""
-def bench_probe(system: str, backend: str = "") -> int:
-    """0 when system can run with backend here, else a negative errno."""
-def bench_run(
-    family: str,
-    system: str,
-    backend: str = "",
-    spin_ns: int = -1,
-    batch_budget: int = 0,
-    iterations: int = 1000,
-    max_seconds: float = 0.0,
-    shape: str = "",
-    producers: int = 0,
-    tasks: int = 0,
-    batch: int = 0,
-    gap_ns: int = 0,
-) -> Dict[str, Any]:
-    """Runs one kernel with the GIL released; see evloop.bench.run. Zero or empty
-    parameters take the family's defaults."""
-
+_c_api: Any  # a capsule: this module's evloop_* functions for C extensions (src/c_api.h)

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "c_api.h"
 #include "raw_loop.h"
 
 #ifndef EVLOOP_PY_VARIANT
@@ -20,9 +21,6 @@
 #define EVLOOP_PY_BACKENDS ""
 #endif
 
-#ifdef EVLOOP_PY_WITH_BENCH
-#include "pybench.h"
-#endif
 // EVLOOP_PY_STATS(X): X(name, "comment") for every field of struct evloop_stats, generated
 // from include/evloop.h by src/stats_fields.py at build time.
 #include "evloop_stats_fields.h"
@@ -53,6 +51,27 @@ py::dict autotune(double max_seconds, std::optional<std::string> save)
     check(r, p.version ? "evloop_autotune: saving the profile" : "evloop_autotune");
     return profile_dict(p);
 }
+
+// The capsule _c_api (src/c_api.h): this module's evloop_* functions, for C extensions that
+// drive loops of this variant without linking a second copy of the library.
+const evloop_py_c_api g_c_api = {
+    sizeof(evloop_py_c_api),
+    evloop_ingress,
+    evloop_config_init,
+    evloop_new,
+    evloop_free,
+    evloop_run,
+    evloop_stop,
+    evloop_submit,
+    evloop_submit_internal,
+    evloop_queue_microtask,
+    evloop_submit_batch,
+    evloop_timer_start,
+    evloop_io_add,
+    evloop_io_remove,
+    evloop_stats,
+    evloop_backend,
+};
 
 } // namespace EVLOOP_PY_MODULE
 
@@ -170,8 +189,6 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
 
     g_aio_ops.raw_type = reinterpret_cast<PyTypeObject *>(cls.ptr());
     cls.attr("_aio_ops") = py::capsule(&g_aio_ops, "evloop.aio_ops");
-
-#ifdef EVLOOP_PY_WITH_BENCH
-    evloop_pybench_register(m);
-#endif
+    m.attr("_c_api") =
+        py::capsule(const_cast<evloop_py_c_api *>(&g_c_api), EVLOOP_PY_C_API_CAPSULE);
 }

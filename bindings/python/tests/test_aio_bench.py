@@ -1,4 +1,4 @@
-"""The families of evloop.aio_bench: the iteration chain runs to its end on each loop; the echo
+"""The families of evloop.bench.aio: the iteration chain runs to its end on each loop; the echo
 server echoes in its three modes; wrk's output read right, a run with errors refused, and both
 HTTP servers (the minimal protocol, aiohttp's) answering wrk on evloop's loop (when wrk is
 installed)."""
@@ -12,7 +12,7 @@ import socket
 import pytest
 
 import evloop
-from evloop import aio_bench
+from evloop.bench import aio
 
 CLEAN = """Running 2s test @ http://127.0.0.1:4242/
   1 threads and 50 connections
@@ -26,7 +26,7 @@ Transfer/sec:      4.04MB
 
 
 def test_a_clean_run_gives_its_rate_and_count():
-    assert aio_bench.parse_wrk(CLEAN) == (45061.5, 90123)
+    assert aio.parse_wrk(CLEAN) == (45061.5, 90123)
 
 
 @pytest.mark.parametrize("line", ["  Socket errors: connect 0, read 3, write 0, timeout 0",
@@ -34,36 +34,36 @@ def test_a_clean_run_gives_its_rate_and_count():
 def test_a_run_with_errors_is_refused(line):
     out = CLEAN.replace("Requests/sec:", line + "\nRequests/sec:")
     with pytest.raises(ValueError, match="errors"):
-        aio_bench.parse_wrk(out)
+        aio.parse_wrk(out)
 
 
 def test_an_output_without_a_rate_is_refused():
     with pytest.raises(ValueError, match="no request rate"):
-        aio_bench.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
+        aio.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
 
 
 @pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed")
 def test_the_hello_server_answers_wrk_on_evloop():
-    rate = aio_bench.run_on("evloop", lambda: aio_bench.b_http(conns=10, seconds=1))
+    rate = aio.run_on("evloop", lambda: aio.b_http(conns=10, seconds=1))
     assert rate > 0
 
 
 @pytest.mark.skipif(not shutil.which("wrk"), reason="wrk is not installed")
 def test_aiohttps_server_answers_wrk_on_evloop():
     pytest.importorskip("aiohttp", reason="aiohttp is not installed")
-    rate = aio_bench.run_on("evloop", lambda: aio_bench.b_http(
-        conns=10, seconds=1, serve=aio_bench._serve_aiohttp))
+    rate = aio.run_on("evloop", lambda: aio.b_http(
+        conns=10, seconds=1, serve=aio._serve_aiohttp))
     assert rate > 0
-    assert "http-aiohttp" in [f[0] for f in aio_bench.FAMILIES]
+    assert "http-aiohttp" in [f[0] for f in aio.FAMILIES]
 
 
 def test_the_iteration_family_runs_its_chain_to_the_end_on_each_loop():
-    for name in aio_bench.LOOPS:
+    for name in aio.LOOPS:
         try:
-            aio_bench.loop_factory(name)
+            aio.loop_factory(name)
         except ImportError:
             continue  # uvloop is a benchmark-only extra
-        ns = aio_bench.run_on(name, lambda: aio_bench.b_iteration(n=2000))
+        ns = aio.run_on(name, lambda: aio.b_iteration(n=2000))
         assert ns > 0
 
 
@@ -92,7 +92,7 @@ def test_the_echo_server_echoes_in_each_mode_and_reports_each_close(mode):
 
     async def main():
         closed = []
-        port, stop = await aio_bench.start_echo_server(mode, lambda: closed.append(1))
+        port, stop = await aio.start_echo_server(mode, lambda: closed.append(1))
         got = []
         for payload in (b"x" * 3000, b"hello"):
             r, w = await asyncio.open_connection("127.0.0.1", port)
@@ -111,7 +111,7 @@ def test_the_datagram_echo_server_echoes_and_counts_each_client_done():
 
     async def main():
         closed = []
-        port, stop = await aio_bench.start_echo_server("datagram", lambda: closed.append(1))
+        port, stop = await aio.start_echo_server("datagram", lambda: closed.append(1))
         got = []
         for payload in (b"x" * 3000, b"hello"):
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -132,4 +132,4 @@ def test_the_datagram_echo_server_echoes_and_counts_each_client_done():
 
 def test_an_unknown_echo_mode_is_refused():
     with pytest.raises(ValueError, match="unknown echo mode 'udp'"):
-        asyncio.run(aio_bench.start_echo_server("udp"))
+        asyncio.run(aio.start_echo_server("udp"))

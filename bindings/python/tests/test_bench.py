@@ -1,4 +1,4 @@
-"""evloop.bench (the C kernels), python -m evloop.tournament, and the example scripts,
+"""evloop.bench (the C kernels), python -m evloop.bench.tournament, and the example scripts,
 each run small: they must work, never be timed here (no assertion on speed)."""
 
 from __future__ import annotations
@@ -15,6 +15,21 @@ from evloop import bench
 from conftest import COMBOS, COMBO_IDS
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def test_the_loop_modules_carry_no_benchmark_code():
+    for mod in (evloop._arena, evloop._chunk):
+        assert [n for n in dir(mod) if "bench" in n.lower()] == [], mod.__name__
+
+
+def test_every_benchmark_module_lives_in_the_experiment_subpackage():
+    pkg = os.path.dirname(os.path.abspath(evloop.__file__))
+    outside = sorted(n for n in os.listdir(pkg) if "bench" in n or "tournament" in n)
+    assert outside == ["bench"]
+    kit = os.listdir(os.path.join(pkg, "bench"))
+    assert {"kernels.py", "tournament.py", "aio.py", "_kit"} <= set(kit)
+    assert any(n.startswith("_kernels.") and n.endswith(".so") for n in kit)
+    assert bench.run.__module__ == "evloop.bench.kernels"
 
 
 def test_families_and_systems():
@@ -98,7 +113,7 @@ def test_benchmark_json_has_the_suite_shape():
 
 def test_tournament_in_process_quick_writes_a_report(tmp_path):
     out = tmp_path / "t"
-    p = subprocess.run([sys.executable, "-m", "evloop.tournament", "--in-process", "--quick",
+    p = subprocess.run([sys.executable, "-m", "evloop.bench.tournament", "--in-process", "--quick",
                         "--rounds", "1", "--min-time", "0.005", "--quiet",
                         "--filter", "PingPongLatency/.*/hot|PingPong/", "--out", str(out)],
                        capture_output=True, text=True, timeout=300, cwd=str(tmp_path))

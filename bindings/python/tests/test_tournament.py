@@ -1,4 +1,4 @@
-"""python -m evloop.tournament: where it looks for the benchmark binary, where it writes,
+"""python -m evloop.bench.tournament: where it looks for the benchmark binary, where it writes,
 and what its --help calls it. The driver itself (bench/kit/tournament.py) is replaced by a
 stand-in that records its command line, except in the in-process run at the end."""
 
@@ -13,7 +13,7 @@ import types
 import pytest
 
 import evloop
-from evloop import tournament
+from evloop.bench import tournament
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(evloop.__file__))
 
@@ -44,10 +44,10 @@ def driver(monkeypatch, tmp_path):
 
 
 def test_help_names_the_module_command():
-    p = subprocess.run([sys.executable, "-m", "evloop.tournament", "--help"],
+    p = subprocess.run([sys.executable, "-m", "evloop.bench.tournament", "--help"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.startswith("usage: python -m evloop.tournament")
+    assert p.stdout.startswith("usage: python -m evloop.bench.tournament")
     assert "tournament.py [" not in p.stdout
     assert "build/bench/evloop_bench" in p.stdout
 
@@ -76,7 +76,7 @@ def test_an_explicit_binary_and_out_folder_are_taken(driver, tmp_path, monkeypat
     monkeypatch.setenv("EVLOOP_BENCH", "/nonexistent/evloop_bench")
     assert tournament.main(["--bench", binary, "--out", "res", "--sweep", "lite"]) == 0
     argv = driver["argv"]
-    assert argv[0] == "python -m evloop.tournament"
+    assert argv[0] == "python -m evloop.bench.tournament"
     assert argv[argv.index("--bench") + 1] == binary
     assert argv[argv.index("--out") + 1] == str(tmp_path / "res")
     assert argv[-2:] == ["--sweep", "lite"]  # other arguments go to the driver
@@ -98,12 +98,12 @@ def test_a_missing_explicit_binary_is_an_error(driver, tmp_path):
 
 def test_an_in_process_run_writes_only_under_the_current_folder(tmp_path):
     before = sorted(os.listdir(PACKAGE_DIR))
-    p = subprocess.run([sys.executable, "-m", "evloop.tournament", "--in-process", "--quick",
+    p = subprocess.run([sys.executable, "-m", "evloop.bench.tournament", "--in-process", "--quick",
                         "--rounds", "1", "--min-time", "0.005", "--quiet",
                         "--filter", "PingPongLatency/.*/hot"],
                        capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
     out = tmp_path / "evloop-tournament" / "quick"
     assert (out / "report.md").exists() and (out / "summary.json").exists()
-    assert "python -m evloop.tournament" in (out / "report.md").read_text()
+    assert "python -m evloop.bench.tournament" in (out / "report.md").read_text()
     assert sorted(os.listdir(PACKAGE_DIR)) == before

@@ -1,5 +1,5 @@
 """User-space instructions per message of an asyncio echo server (1 KiB, 10 clients; protocol,
-streams, sock or datagram mode, as evloop.aio_bench's echo families), counted by valgrind's
+streams, sock or datagram mode, as evloop.bench.aio's echo families), counted by valgrind's
 callgrind: the count does not drift with the machine's load as times do. The server runs
 under callgrind twice, for FEW and MANY round trips per client; (Ir(MANY) - Ir(FEW)) /
 (10 * (MANY - FEW)) is the cost of one message echoed, with start-up and shutdown cancelled
@@ -8,7 +8,7 @@ out. The clients are a separate process, not counted.
     python tools/echo_instructions.py [--loops evloop,uvloop,asyncio] [--mode protocol]
                                       [--few 200 --many 600]
 
-Needs valgrind, the evloop package (its echo server, evloop.aio_bench.start_echo_server, runs
+Needs valgrind, the evloop package (its echo server, evloop.bench.aio.start_echo_server, runs
 for every loop), and uvloop for its row. Prints one line per loop.
 """
 
@@ -35,7 +35,7 @@ elif name == "uvloop":
     loop = uvloop.new_event_loop()
 else:
     loop = asyncio.new_event_loop()
-from evloop.aio_bench import start_echo_server
+from evloop.bench.aio import start_echo_server
 done = loop.create_future()
 closed = [0]
 

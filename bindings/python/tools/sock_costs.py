@@ -6,7 +6,7 @@ receiving 1 KiB N times (the round trip), then M add_reader + remove_reader pair
     python tools/sock_costs.py [--loops evloop,uvloop,asyncio] [--rounds 2] [-n 20000]
                                [-m 100000]
 
-Rounds interleave the loops. Needs the evloop package (evloop.aio_bench.run_on makes each
+Rounds interleave the loops. Needs the evloop package (evloop.bench.aio.run_on makes each
 loop) and uvloop for its row. Prints one line per loop and round.
 """
 
@@ -18,7 +18,7 @@ import socket
 import time
 from typing import Any, Callable
 
-from evloop import aio_bench
+from evloop.bench import aio as aio_bench
 
 
 def costs(n: int, m: int) -> Callable[[], Any]:

@@ -52,11 +52,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from . import _arena, _chunk
+from . import _kernels
 
 __all__ = ["Result", "run", "families", "systems", "DEFAULT_ITERATIONS"]
 
-_MODULES = {"arena": _arena, "chunk": _chunk}
+_VARIANTS = ("arena", "chunk")
 
 #: Iterations per family when none is given: about a second or less here.
 DEFAULT_ITERATIONS: Dict[str, int] = {
@@ -82,15 +82,9 @@ DEFAULT_ITERATIONS: Dict[str, int] = {
 _BURST_FAMILIES = ("BurstSubmit", "MicroBatchBudget")
 
 
-def _require_bench(mod: Any) -> None:
-    if not hasattr(mod, "bench_run"):
-        raise RuntimeError("this evloop build has no benchmark kernels (built without bench/)")
-
-
 def families() -> List[str]:
     """The families :func:`run` knows."""
-    _require_bench(_arena)
-    return list(_arena.bench_families())
+    return list(_kernels.families())
 
 
 def systems() -> List[str]:
@@ -152,7 +146,7 @@ class Result:
 
     def as_benchmark_json(self) -> Dict[str, Any]:
         """This result as one entry of google-benchmark's JSON (as evloop_bench writes
-        it), for bench/kit/tournament.py's report."""
+        it), for the tournament's report (evloop.bench.tournament)."""
         d: Dict[str, Any] = {"name": self.name, "run_name": self.name, "run_type": "iteration",
                              "iterations": self.iterations,
                              "real_time": self.timed_ns / max(self.iterations, 1) / 1e3,
@@ -199,11 +193,9 @@ def run(
     (a shape the family does not have, a backend that cannot start) or fails before its
     first iteration (a later failure is in ``Result.error``).
     """
-    if variant not in _MODULES:
+    if variant not in _VARIANTS:
         raise ValueError(f"unknown variant {variant!r}")
-    mod = _MODULES[variant]
-    _require_bench(mod)
-    if family not in mod.bench_families():
+    if family not in _kernels.families():
         raise ValueError(f"unknown family {family!r}: expected one of {families()}")
     if system == "evloop":
         cname = f"evloop-{variant}"
@@ -225,10 +217,10 @@ def run(
     for k, v in given.items():
         if v is not None and v < 1:
             raise ValueError(f"{k} must be >= 1")
-    d = mod.bench_run(family, cname, backend=backend or "", spin_ns=spin_ns,
-                      batch_budget=batch_budget, iterations=iterations,
-                      max_seconds=max_seconds, shape=shape or "",
-                      **{k: v for k, v in given.items() if v is not None})
+    d = _kernels.run(family, cname, backend=backend or "", spin_ns=spin_ns,
+                     batch_budget=batch_budget, iterations=iterations,
+                     max_seconds=max_seconds, shape=shape or "",
+                     **{k: v for k, v in given.items() if v is not None})
     params: Dict[str, Any] = {"spin_ns": spin_ns, "batch_budget": batch_budget,
                               **{k: v for k, v in d["params"].items() if v not in ("", 0)}}
     return Result(family=family, name=d["name"], system=d["system"],

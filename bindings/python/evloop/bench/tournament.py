@@ -1,7 +1,7 @@
-"""The evloop tournament from Python: ``python -m evloop.tournament``.
+"""The evloop tournament from Python: ``python -m evloop.bench.tournament``.
 
 The tournament's code is the benchmark driver's, bench/kit/tournament.py and the modules
-beside it, which the package carries as ``evloop._bench`` (installed from bench/kit/ at
+beside it, which the package carries as ``evloop.bench._kit`` (installed from bench/kit/ at
 build time; in a source checkout they are loaded from bench/kit/ directly). Two ways to run it:
 
 - with the google-benchmark binary (``--bench PATH``, ``$EVLOOP_BENCH``, else
@@ -20,8 +20,8 @@ build time; in a source checkout they are loaded from bench/kit/ directly). Two 
 Everything is written under ``--out``, by default ``evloop-tournament/latest`` (or
 ``quick``) in the current folder; never into the installed package.
 
-    python -m evloop.tournament --in-process --quick
-    python -m evloop.tournament --in-process --rounds 3 --configs 'spin=0;budget=64'
+    python -m evloop.bench.tournament --in-process --quick
+    python -m evloop.bench.tournament --in-process --rounds 3 --configs 'spin=0;budget=64'
 """
 
 from __future__ import annotations
@@ -44,24 +44,24 @@ from evloop import bench
 def load_driver() -> ModuleType:
     """bench/kit/tournament.py: the copy installed with the package, else the checkout's."""
     try:
-        return importlib.import_module("evloop._bench.tournament")
+        return importlib.import_module("evloop.bench._kit.tournament")
     except ImportError:
         pass
     here = os.path.dirname(os.path.abspath(__file__))
-    for base in (os.getcwd(), os.path.join(here, "..", "..", "..")):
+    for base in (os.getcwd(), os.path.join(here, "..", "..", "..", "..")):
         kit = os.path.abspath(os.path.join(base, "bench", "kit"))
         if os.path.exists(os.path.join(kit, "tournament.py")):
-            # The checkout's bench/kit/ stands in for the installed evloop._bench, so the
-            # modules import each other the same way (relatively) in both.
-            pkg = ModuleType("evloop._bench")
+            # The checkout's bench/kit/ stands in for the installed evloop.bench._kit, so
+            # the modules import each other the same way (relatively) in both.
+            pkg = ModuleType("evloop.bench._kit")
             pkg.__path__ = [kit]
-            sys.modules["evloop._bench"] = pkg
-            return importlib.import_module("evloop._bench.tournament")
-    raise SystemExit("evloop.tournament: the benchmark driver (bench/kit/tournament.py) is not "
+            sys.modules["evloop.bench._kit"] = pkg
+            return importlib.import_module("evloop.bench._kit.tournament")
+    raise SystemExit(f"{PROG}: the benchmark driver (bench/kit/tournament.py) is not "
                      "in this installation")
 
 
-PROG = "python -m evloop.tournament"
+PROG = "python -m evloop.bench.tournament"
 # Where a checkout builds the benchmark binary, under the current folder: the README's
 # build folder first, then bench/run_tournament.sh's.
 BENCH_BUILDS = (os.path.join("build", "bench", "evloop_bench"),
@@ -113,7 +113,7 @@ def parse_configs(text: str) -> List[Dict[str, int]]:
             elif k == "spin":
                 cfg["spin_ns"] = int(v)
             else:
-                raise SystemExit(f"evloop.tournament: bad config {part!r}")
+                raise SystemExit(f"{PROG}: bad config {part!r}")
         out.append(cfg)
     return out
 
@@ -175,7 +175,7 @@ def run_in_process(args: argparse.Namespace) -> List[str]:
                                "libuv_version": "not run (in-process)",
                                "libev_version": "not run (in-process)",
                                "evloop_targets": ",".join(sorted(set(names))),
-                               "executable": "python -m evloop.tournament --in-process"},
+                               "executable": PROG + " --in-process"},
                    "benchmarks": entries}
             with open(path, "w") as f:
                 json.dump(doc, f, indent=1)
@@ -207,14 +207,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--asyncio", action="store_true",
                     help="the asyncio families instead (evloop's asyncio loop beside uvloop "
-                    "and the stock loop: evloop.aio_bench; --rounds, --filter, --out, "
+                    "and the stock loop: evloop.bench.aio; --rounds, --filter, --out, "
                     "--clock cpu)")
     args, rest = ap.parse_known_args(argv)
     if args.asyncio:
-        from evloop import aio_bench
+        from evloop.bench import aio
 
-        return aio_bench.main(["--rounds", str(args.rounds), "--filter", args.filter]
-                              + (["--out", args.out] if args.out else []) + rest)
+        return aio.main(["--rounds", str(args.rounds), "--filter", args.filter]
+                        + (["--out", args.out] if args.out else []) + rest)
 
     driver = load_driver()
     binary = None if args.in_process else find_bench_binary(args.bench)
@@ -239,7 +239,7 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{args.min_time}s per benchmark, into {args.out}", flush=True)
     paths = run_in_process(args)
     if not paths:
-        print("evloop.tournament: nothing ran (check --filter)", file=sys.stderr)
+        print(f"{PROG}: nothing ran (check --filter)", file=sys.stderr)
         return 1
     sys.argv = [PROG, "--from-json", *paths, "--out", args.out] + \
         (["--quick"] if args.quick else [])

@@ -1,5 +1,5 @@
 """Benchmarks of evloop's asyncio loop beside the stock loop and uvloop:
-``python -m evloop.tournament --asyncio`` (or ``python -m evloop.aio_bench``).
+``python -m evloop.bench.tournament --asyncio`` (or ``python -m evloop.bench.aio``).
 
 Families (each a per-operation time, lower is better, except the echo and where said):
 
@@ -534,7 +534,7 @@ def _fmt(v: float) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m evloop.tournament --asyncio",
+    ap = argparse.ArgumentParser(prog="python -m evloop.bench.tournament --asyncio",
                                  description="evloop's asyncio loop beside uvloop and asyncio")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--filter", default="",

@@ -1,34 +1,38 @@
-// evloop.bench's glue: runs bench/'s benchmark kernels (bench/kit/kernels/, the ones the
-// google-benchmark families run) from Python, with no Python in the timed path (the GIL
-// is released for the whole run). CMakeLists.txt compiles the kernels into each extension
-// module with the systems it can have: evloop (bench/kit/systems/evloop_system.c, built for
-// the module's variant) and the hardware floors. This file only steps a kernel, keeps a
-// sample per step and turns the result into a dict.
-#include "pybench.h"
-
+// evloop.bench._kernels, the experiment kit's extension module: runs bench/'s benchmark
+// kernels (bench/kit/kernels/, the ones the google-benchmark families run) from Python, with
+// no Python in the timed path (the GIL is released for the whole run). CMakeLists.txt builds
+// it once, with every system it can have: the hardware floors, and evloop in both ingress
+// variants, whose adapter (bench/kit/systems/evloop_system.c, BENCH_EVLOOP_C_API=1) calls the
+// library of the loop module evloop._arena or evloop._chunk through that module's capsule
+// _c_api (src/c_api.h); this module links no evloop library. The loop modules know nothing
+// of it. This file only steps a kernel, keeps a sample per step and turns the result into a
+// dict.
+#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "c_api.h"
 #include "kernels/kernel.h"
 
-#define PYBENCH_CAT2(a, b) a##b
-#define PYBENCH_CAT(a, b) PYBENCH_CAT2(a, b)
-#define PYBENCH_EVLOOP_SYSTEM PYBENCH_CAT(bench_system_evloop_, EVLOOP_PY_MODULE_VARIANT)
+// Set at module init from evloop._arena._c_api and evloop._chunk._c_api; read by the evloop
+// adapters (evloop_system.c) of each variant.
+extern "C" {
+const evloop_py_c_api *bench_evloop_c_api_arena = nullptr;
+const evloop_py_c_api *bench_evloop_c_api_chunk = nullptr;
+}
 
 namespace py = pybind11;
 
 namespace
 {
 
-const bench_system *const kSystems[] = {&PYBENCH_EVLOOP_SYSTEM, &bench_system_floor_spin,
-                                        &bench_system_floor_futex};
-const char *const kNames[] = {kSystems[0]->name, kSystems[1]->name, kSystems[2]->name};
+const bench_system *const kSystems[] = {&bench_system_evloop_arena, &bench_system_evloop_chunk,
+                                        &bench_system_floor_spin, &bench_system_floor_futex};
 
 const bench_system *find_system(const std::string &name)
 {
@@ -91,7 +95,7 @@ py::dict run(const std::string &family, const std::string &system, const std::st
         throw py::value_error("unknown family '" + family + "'");
     const bench_system *sys = find_system(system);
     if (!sys)
-        throw py::value_error("unknown system '" + system + "' in this module");
+        throw py::value_error("unknown system '" + system + "'");
     if (spin_ns < -1)
         throw py::value_error("spin_ns must be >= -1");
     bench::Params p = bench::make_params(shape, tasks, producers, batch, gap_ns);
@@ -130,21 +134,51 @@ py::dict run(const std::string &family, const std::string &system, const std::st
 
 } // namespace
 
-void evloop_pybench_register(py::module_ &m)
+namespace
 {
-    m.def("bench_families", &bench::kernel_families,
-          "The benchmark families evloop.bench can run.");
-    m.def("bench_systems", []() {
-              return std::vector<std::string>(std::begin(kNames), std::end(kNames));
-          }, "The systems this module's kernels can run.");
-    m.def("bench_probe", [](const std::string &system, const std::string &backend) {
-              const bench_system *s = find_system(system);
-              if (!s)
-                  return -EINVAL;
-              return s->probe ? s->probe(backend.empty() ? nullptr : backend.c_str()) : 0;
-          }, py::arg("system"), py::arg("backend") = "",
-          "0 when system can run with backend here, else a negative errno.");
-    m.def("bench_run", &run, py::arg("family"), py::arg("system"), py::arg("backend") = "",
+
+// The C API table of the loop module evloop.<name>, which must be the variant it says.
+const evloop_py_c_api *c_api_of(const char *name, const char *variant)
+{
+    py::object cap = py::module_::import(name).attr("_c_api");
+    auto *api = static_cast<const evloop_py_c_api *>(
+        PyCapsule_GetPointer(cap.ptr(), EVLOOP_PY_C_API_CAPSULE));
+    if (!api)
+        throw py::error_already_set();
+    if (api->size < sizeof(evloop_py_c_api) || std::string(api->ingress()) != variant)
+        throw std::runtime_error(std::string(name) + "._c_api is not the " + variant +
+                                 " variant's table this module was built for");
+    return api;
+}
+
+} // namespace
+
+PYBIND11_MODULE(_kernels, m)
+{
+    m.doc() = "bench/'s benchmark kernels; the API is evloop.bench.run.";
+    bench_evloop_c_api_arena = c_api_of("evloop._arena", "arena");
+    bench_evloop_c_api_chunk = c_api_of("evloop._chunk", "chunk");
+    m.def("families", &bench::kernel_families, "The benchmark families the kernels know.");
+    m.def(
+        "systems",
+        []() {
+            std::vector<std::string> names;
+            for (const bench_system *s : kSystems)
+                names.push_back(s->name);
+            return names;
+        },
+        "The systems the kernels can run: evloop-arena, evloop-chunk and the floors.");
+    m.def(
+        "probe",
+        [](const std::string &system, const std::string &backend) {
+            const bench_system *s = find_system(system);
+            if (!s)
+                return -EINVAL;
+            return s->probe ? s->probe(backend.empty() ? nullptr : backend.c_str()) : 0;
+        },
+        py::arg("system"), py::arg("backend") = "",
+        "0 when system can run with backend here, else a negative errno.");
+    m.def("run", &run, py::arg("family"), py::arg("system"), py::arg("backend") = "",
           py::arg("spin_ns") = -1, py::arg("batch_budget") = 0, py::arg("iterations") = 1000,
           py::arg("max_seconds") = 0.0, py::arg("shape") = "", py::arg("producers") = 0,
           py::arg("tasks") = 0, py::arg("batch") = 0, py::arg("gap_ns") = 0,
