@@ -74,7 +74,7 @@ inline thread_local RunCtx *tls_ctx = nullptr;
 // the GIL is never held while the loop waits, and a batch of N callbacks costs one
 // release/acquire instead of N. A stopping loop runs no hook (and may wait for operations to
 // finish): there each callback releases it. Measured with
-// `examples/roundtrip.py --n 5000 --rounds 5 --flood 200000 --eager-gil` (2 vCPUs, load 8,
+// `tools/roundtrip.py --n 5000 --rounds 5 --flood 200000 --eager-gil` (2 vCPUs, load 8,
 // Python 3.11; medians of 5 rounds): a flood from another thread took 74 ns per callback so,
 // 180 ns releasing the GIL after each callback; submit_batch floods 54 against 169 ns.
 class CallbackGil {

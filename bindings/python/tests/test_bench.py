@@ -1,10 +1,12 @@
-"""evloop.bench (the C kernels), python -m evloop.bench.tournament, and the example scripts,
-each run small: they must work, never be timed here (no assertion on speed)."""
+"""evloop.bench (the C kernels), python -m evloop.bench.tournament, the examples and the
+measurement tools, each run small: they must work, never be timed here (no assertion on
+speed)."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -15,6 +17,7 @@ from evloop import bench
 from conftest import COMBOS, COMBO_IDS
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+TOOLS = os.path.join(os.path.dirname(__file__), "..", "tools")
 
 
 def test_the_loop_modules_carry_no_benchmark_code():
@@ -129,25 +132,52 @@ def test_tournament_in_process_quick_writes_a_report(tmp_path):
     assert "floor" in p.stdout  # the floor ratio table of the shared driver
 
 
-def run_example(name, *args, timeout=300):
-    p = subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args],
-                       capture_output=True, text=True, timeout=timeout)
+def run_script(path, *args, timeout=300):
+    p = subprocess.run([sys.executable, path, *args], capture_output=True, text=True,
+                       timeout=timeout)
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout
 
 
-def test_example_spin_sweep_runs(tmp_path):
-    out = run_example("spin_sweep.py", "--iterations", "50", "--rounds", "1",
-                      "--windows", "0,2000,-1", "--text", "--out", str(tmp_path / "s.png"))
-    assert "adaptive" in out
+def test_example_echo_server_and_client_run():
+    server = subprocess.Popen([sys.executable, "-u", os.path.join(EXAMPLES, "echo_server.py"),
+                               "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("listening on 127.0.0.1:"), line
+        port = line.split()[2].rsplit(":", 1)[1]
+        out = run_script(os.path.join(EXAMPLES, "echo_client.py"), "--port", port,
+                         "--connections", "2", "--messages", "50", timeout=60)
+        assert out.startswith("100 echoes of 1024 B over 2 connections"), out
+    finally:
+        server.send_signal(signal.SIGINT)  # Ctrl-C: the server stops and exits 0
+        assert server.wait(timeout=30) == 0
+        server.stdout.close()
 
 
-def test_example_flood_variants_runs():
-    out = run_example("flood_variants.py", "--rounds", "1", "--iterations", "1",
-                      "--tasks", "5000", "--producers", "1,4")
+def test_example_worker_pool_runs():
+    out = run_script(os.path.join(EXAMPLES, "worker_pool.py"), "--jobs", "300")
+    assert out.startswith("300 results on the loop thread"), out
+
+
+def test_example_drive_from_asyncio_runs():
+    out = run_script(os.path.join(EXAMPLES, "drive_from_asyncio.py"))
+    assert "evloop ran 1000 tasks from another thread" in out, out
+
+
+def test_example_experiment_runs():
+    out = run_script(os.path.join(EXAMPLES, "experiment.py"), "--rounds", "1",
+                     "--iterations", "50", "--gap-ns", "2000")
+    assert "adaptive" in out and "chunk" in out
+
+
+def test_tool_flood_variants_runs():
+    out = run_script(os.path.join(TOOLS, "flood_variants.py"), "--rounds", "1",
+                     "--iterations", "1", "--tasks", "5000", "--producers", "1,4")
     assert "chunk/arena" in out
 
 
-def test_example_roundtrip_runs():
-    out = run_example("roundtrip.py", "--n", "200", "--rounds", "1", "--flood", "2000")
+def test_tool_roundtrip_runs():
+    out = run_script(os.path.join(TOOLS, "roundtrip.py"), "--n", "200", "--rounds", "1",
+                     "--flood", "2000")
     assert "evloop-arena" in out and "asyncio" in out
