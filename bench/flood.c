@@ -1,5 +1,5 @@
 /* flood: the one-number hand-off check used to A/B a change to the ingress or the tick
- * (bench/tuning-log.md). P producer threads submit N tasks in all into a running loop,
+ * (tournament/results/tuning-log.md). P producer threads submit N tasks in all into a running loop,
  * R times; prints the median and the minimum ns per task, and the loop's counters. Built
  * against one library (the build's default variant), so two builds of two revisions
  * can be run interleaved by bench/ab.sh. Uses the public API only.

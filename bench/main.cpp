@@ -1,7 +1,7 @@
 // evloop_bench: every benchmark family for every system (evloop in both ingress variants
 // and each backend, libev, libuv, the hardware floors), named Family/system[/backend][/...].
 // Usable on its own (./bench/evloop_bench --benchmark_filter=Latency); the tournament
-// (kit/tournament.py) runs it in rounds and turns its JSON into ratios.
+// (tournament/tournament.py) runs it in rounds and turns its JSON into ratios.
 //
 // Environment:
 //   EVLOOP_BENCH_SYSTEMS         only these targets or systems, comma-separated

@@ -30,7 +30,7 @@ run_build fuzz fuzz -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 
     -DEVLOOP_BUILD_FUZZ=ON -DEVLOOP_MEMCHECK=OFF
 
 # The benchmark suite builds and every benchmark runs without an error (a smoke run: the
-# figures come from bench/run_tournament.sh). evloop_bench exits 1 if any benchmark failed.
+# figures come from tournament/run.sh). evloop_bench exits 1 if any benchmark failed.
 echo "=== bench smoke"
 cmake -S . -B build-ci-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DEVLOOP_WERROR=ON \
     -DEVLOOP_BUILD_TESTS=OFF -DEVLOOP_BUILD_BENCH=ON >/dev/null

@@ -1,7 +1,7 @@
 /* c_soak: the soak of evloop's C loop (tests/soak/README.md). This process is the server:
  * on one loop, an HTTP/1.1 keep-alive server on the completion operations (evloop_accept,
  * evloop_recv, evloop_send) and an echo server on fd readiness (evloop_io_add/_modify/
- * _remove, plain read/write: partial writes and writability waits), both over bench/net's
+ * _remove, plain read/write: partial writes and writability waits), both over tournament/net's
  * connection buffers (http_conn.c) and socket helpers (net_util.c); two threads hand the loop
  * tasks (evloop_submit, evloop_submit_batch) and timers (evloop_timer_start, a fifth of them
  * cancelled from the loop before they are due), one sends SIGUSR1 every 2-5 ms and waits
@@ -93,7 +93,7 @@ static bool is_reset(int64_t err)
 }
 
 /* ---- the HTTP server: completion operations ----
- * As bench/net/server_evloop_ops.c: one recv posted while unsent output is under
+ * As tournament/net/server_evloop_ops.c: one recv posted while unsent output is under
  * HTTP_OUT_HIGH (else the connection's reading pauses until a send completes), one send in
  * flight; the connection is freed once no operation of it is pending. Replies are queued
  * with http_conn_feed on a connection in echo mode (which queues the bytes it is given). On

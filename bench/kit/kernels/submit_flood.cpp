@@ -3,7 +3,7 @@
 // throughput of one producer.
 //   PingPong     100,000 tasks per iteration, one submit each; PingPong/.../shared: each
 //                task stores a counter the producer polls once it has submitted the last
-//                (where an independent harness found other ratios: bench/results).
+//                (where an independent harness found other ratios: tournament/results).
 //   BurstSubmit  bursts of 1000, waiting for each burst to run before the next.
 //   BatchSubmit  100,000 tasks per iteration in batches of 64 per call (batch:8 and
 //                batch:1024 too), through evloop_submit_batch. libev and libuv have no

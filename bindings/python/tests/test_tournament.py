@@ -1,5 +1,5 @@
 """python -m evloop.bench.tournament: where it looks for the benchmark binary, where it writes,
-and what its --help calls it. The driver itself (bench/kit/tournament.py) is replaced by a
+and what its --help calls it. The driver itself (tournament/tournament.py) is replaced by a
 stand-in that records its command line, except in the in-process run at the end."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def fake_binary(path):
 
 @pytest.fixture
 def driver(monkeypatch, tmp_path):
-    """A stand-in for bench/kit/tournament.py: records sys.argv when main() runs."""
+    """A stand-in for tournament/tournament.py: records sys.argv when main() runs."""
     seen = {}
 
     def main():

@@ -371,6 +371,6 @@ const char *evloop__ingress_auto_seq_cst(void)
     /* With membarrier, a loop that sleeps between fd events pays a membarrier() per sleep
      * once anything was ever submitted (~10 us on a 2-vCPU KVM guest while another thread
      * runs): ReadinessRoundTrip 15.2 us against 3.1 with a fence per submit, beside the mutex
-     * a submit takes anyway (bench/results/two-vcpu-chunk-fence.md). */
+     * a submit takes anyway (tournament/results/two-vcpu-chunk-fence.md). */
     return "chunk variant: a fence per submit costs less than a membarrier() per sleep";
 }

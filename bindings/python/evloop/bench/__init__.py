@@ -8,7 +8,7 @@ One subpackage with everything that measures; the loop modules (``evloop._arena`
   in the extension module ``evloop.bench._kernels`` (both ingress variants in one module);
 - ``python -m evloop.bench.tournament`` (``evloop.bench.tournament``): the tournament's
   rounds, medians, ratios, report and plots, with the google-benchmark binary or in-process
-  with these kernels; its driver is bench/kit's, installed as ``evloop.bench._kit``;
+  with these kernels; its driver is tournament/'s, installed as ``evloop.bench._kit``;
 - ``python -m evloop.bench.tournament --asyncio`` (``evloop.bench.aio``): evloop's asyncio
   loop beside uvloop and the stock loop.
 

@@ -1,13 +1,13 @@
 """The evloop tournament from Python: ``python -m evloop.bench.tournament``.
 
-The tournament's code is the benchmark driver's, bench/kit/tournament.py and the modules
-beside it, which the package carries as ``evloop.bench._kit`` (installed from bench/kit/ at
-build time; in a source checkout they are loaded from bench/kit/ directly). Two ways to run it:
+The tournament's code is the driver's, tournament/tournament.py and the modules beside it,
+which the package carries as ``evloop.bench._kit`` (installed from tournament/ at build
+time; in a source checkout they are loaded from tournament/ directly). Two ways to run it:
 
 - with the google-benchmark binary (``--bench PATH``, ``$EVLOOP_BENCH``, else
   ``build/bench/evloop_bench`` (the README's build folder, configured with
   ``-DEVLOOP_BUILD_BENCH=ON``) or ``build-bench/bench/evloop_bench`` (as
-  ``bench/run_tournament.sh`` builds it) under the current folder): exactly the driver's
+  ``tournament/run.sh`` builds it) under the current folder): exactly the driver's
   run, evloop against libuv, libev and the hardware floors; every other argument goes to
   the driver (``--rounds``, ``--quick``, ``--filter``, ...).
 - otherwise (or with ``--in-process``): the same rounds, rotation, medians, ratios and
@@ -42,28 +42,28 @@ from evloop import bench
 
 
 def load_driver() -> ModuleType:
-    """bench/kit/tournament.py: the copy installed with the package, else the checkout's."""
+    """tournament/tournament.py: the copy installed with the package, else the checkout's."""
     try:
         return importlib.import_module("evloop.bench._kit.tournament")
     except ImportError:
         pass
     here = os.path.dirname(os.path.abspath(__file__))
     for base in (os.getcwd(), os.path.join(here, "..", "..", "..", "..")):
-        kit = os.path.abspath(os.path.join(base, "bench", "kit"))
+        kit = os.path.abspath(os.path.join(base, "tournament"))
         if os.path.exists(os.path.join(kit, "tournament.py")):
-            # The checkout's bench/kit/ stands in for the installed evloop.bench._kit, so
+            # The checkout's tournament/ stands in for the installed evloop.bench._kit, so
             # the modules import each other the same way (relatively) in both.
             pkg = ModuleType("evloop.bench._kit")
             pkg.__path__ = [kit]
             sys.modules["evloop.bench._kit"] = pkg
             return importlib.import_module("evloop.bench._kit.tournament")
-    raise SystemExit(f"{PROG}: the benchmark driver (bench/kit/tournament.py) is not "
+    raise SystemExit(f"{PROG}: the benchmark driver (tournament/tournament.py) is not "
                      "in this installation")
 
 
 PROG = "python -m evloop.bench.tournament"
 # Where a checkout builds the benchmark binary, under the current folder: the README's
-# build folder first, then bench/run_tournament.sh's.
+# build folder first, then tournament/run.sh's.
 BENCH_BUILDS = (os.path.join("build", "bench", "evloop_bench"),
                 os.path.join("build-bench", "bench", "evloop_bench"))
 
@@ -186,8 +186,8 @@ def run_in_process(args: argparse.Namespace) -> List[str]:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(
         prog=PROG,
-        description="The evloop tournament from Python (bench/kit/tournament.py's code).",
-        epilog="Other arguments go to bench/kit/tournament.py when the bench binary is used.")
+        description="The evloop tournament from Python (tournament/tournament.py's code).",
+        epilog="Other arguments go to tournament/tournament.py when the bench binary is used.")
     ap.add_argument("--bench", help="path to evloop_bench (the google-benchmark binary); "
                     "default $EVLOOP_BENCH, else " + " or ".join(BENCH_BUILDS) +
                     " under the current folder, else an in-process run")

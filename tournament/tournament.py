@@ -20,7 +20,7 @@ once before round 1), in the same process and round as the adaptive columns; the
 compares them, and opens with the targets (issues 5 and 11), met or missed.
 
 Python 3.11 standard library only; matplotlib is optional (Debian: python3-matplotlib).
-Usually started by bench/run_tournament.sh, which also installs and builds.
+Usually started by tournament/run.sh, which also installs and builds.
 """
 import argparse
 import datetime
@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-# The tournament's modules import each other by name when it runs from bench/kit/, and
+# The tournament's modules import each other by name when it runs from tournament/, and
 # relatively when the Python package carries them (evloop.bench._kit: bindings/python).
 try:
     from . import tournament_plots as plots
@@ -42,13 +42,13 @@ except ImportError:
     import tournament_run as run
     from machine_load import BUSY
 
-# bench/: this file is bench/kit/tournament.py; the results, bench/net and the default
-# build folder (build-bench at the top of the checkout) are found from there.
-BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# tournament/: this file is tournament/tournament.py; the results, tournament/net and the
+# default build folder (build-bench at the top of the checkout) are found from there.
+TOURNAMENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 QUICK = {"rounds": 3, "min_time": 0.01, "sweep": "lite", "autotune_s": 0.5}
 FULL = {"rounds": 5, "min_time": 0.15, "sweep": "full", "autotune_s": 2.0}
-# --short (bench/run_tournament.sh's default): the headline families only, three rounds, no
+# --short (tournament/run.sh's default): the headline families only, three rounds, no
 # sweep, no calibration, short waits for quiet: a few minutes on two cores.
 SHORT = {"rounds": 3, "min_time": 0.05, "sweep": "none", "autotune_s": 2.0,
          "filter": "^(PingPong|BurstSubmit|MultiProducer|PingPongLatency|ReadinessRoundTrip|"
@@ -78,7 +78,7 @@ def loadavg():
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bench", default=os.path.join(os.path.dirname(BENCH_DIR), "build-bench",
+    ap.add_argument("--bench", default=os.path.join(os.path.dirname(TOURNAMENT_DIR), "build-bench",
                                                     "bench", "evloop_bench"),
                     help="path to evloop_bench")
     ap.add_argument("--quick", action="store_true",
@@ -87,13 +87,13 @@ def parse_args():
     ap.add_argument("--short", action="store_true",
                     help="the headline families (PingPong, BurstSubmit, MultiProducer, "
                          "PingPongLatency, ReadinessRoundTrip, Timers), 3 rounds at min time "
-                         "0.05, no sweep, no tuned column: bench/run_tournament.sh's default; "
-                         "results in bench/results/short")
+                         "0.05, no sweep, no tuned column: tournament/run.sh's default; "
+                         "results in tournament/results/short")
     ap.add_argument("--rounds", type=int, help="rounds (>= 3 for a tournament)")
     ap.add_argument("--min-time", type=float, help="--benchmark_min_time per benchmark")
     ap.add_argument("--filter", default="", help="--benchmark_filter regex")
-    ap.add_argument("--out", help="results folder (default bench/results/latest; "
-                                  "bench/results/short with --short, bench/results/quick "
+    ap.add_argument("--out", help="results folder (default tournament/results/latest; "
+                                  "tournament/results/short with --short, tournament/results/quick "
                                   "with --quick)")
     ap.add_argument("--quiet-wait", type=float,
                     help="seconds to wait before each family for other processes to go "
@@ -116,9 +116,9 @@ def parse_args():
     ap.add_argument("--autotune-seconds", type=float,
                     help="its --seconds (default 2, quick 0.5)")
     ap.add_argument("--no-tuned", action="store_true", help="no tuned column")
-    ap.add_argument("--net-build", help="CMake build folder holding bench/net's servers "
+    ap.add_argument("--net-build", help="CMake build folder holding tournament/net's servers "
                                         "(target net_servers): runs the network family "
-                                        "(bench/net/run_net.py) after the rounds")
+                                        "(tournament/net/run_net.py) after the rounds")
     ap.add_argument("--net-options", default="",
                     help="more options for run_net.py, as one word: "
                          "--net-options='--rounds 5 --duration 5'")
@@ -150,7 +150,7 @@ def settle(args):
     args.rounds = args.rounds or mode["rounds"]
     args.min_time = args.min_time or mode["min_time"]
     args.out = args.out or os.path.join(
-        BENCH_DIR, "results", "quick" if args.quick else "short" if args.short else "latest")
+        TOURNAMENT_DIR, "results", "quick" if args.quick else "short" if args.short else "latest")
     # run_tournament.sh passes the command the user typed.
     command = os.environ.get("EVLOOP_TOURNAMENT_COMMAND") or " ".join(
         [os.path.relpath(sys.argv[0])] + sys.argv[1:])
@@ -165,7 +165,7 @@ def measure(args, profile_meta):
     cores other processes used, profile_meta)."""
     if not os.access(args.bench, os.X_OK):
         sys.exit(f"no evloop_bench at {args.bench}: build with -DEVLOOP_BUILD_BENCH=ON "
-                 "(bench/run_tournament.sh does it all)")
+                 "(tournament/run.sh does it all)")
     extra = list(run.SWEEPS[args.sweep])
     if not args.no_tuned:
         run.wait_for_quiet(args.quiet_wait)

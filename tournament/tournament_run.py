@@ -1,7 +1,7 @@
 """Running the tournament: the families of evloop_bench planned into one process each,
 rounds with the systems rotated, waits for a quiet machine and re-runs of disturbed
 families, the calibration before round 1 (evloop_autotune), and the network family
-(bench/net/run_net.py). Writes round-N/<Family>.json and .txt; the figures are
+(tournament/net/run_net.py). Writes round-N/<Family>.json and .txt; the figures are
 tournament_report.py's. Python 3 standard library only.
 """
 import os
@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-# The tournament's modules import each other by name when it runs from bench/kit/, and
+# The tournament's modules import each other by name when it runs from tournament/, and
 # relatively when the Python package carries them (evloop.bench._kit: bindings/python).
 try:
     from .machine_load import BUSY, children_cpu_seconds, cpu_busy_seconds, foreign_load
@@ -19,9 +19,9 @@ except ImportError:
     from machine_load import BUSY, children_cpu_seconds, cpu_busy_seconds, foreign_load
     from tournament_report import parse_name
 
-# bench/ (this file is bench/kit/tournament_run.py): bench/net/run_net.py is found from
+# tournament/ (this file is tournament/tournament_run.py): tournament/net/run_net.py is found from
 # there.
-BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOURNAMENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # The sweep: fixed evloop settings run beside the adaptive defaults, one knob at a time
 # (the other stays adaptive), on one backend (the knobs live above the poller), in the
@@ -254,20 +254,20 @@ def calibrate(cli, seconds, outdir):
     return {"path": path, "text": text, "command": command, "config": f"profile={path}"}
 
 
-# ---------------------------------------------------------------- network family (bench/net)
-# The HTTP servers under wrk are not google-benchmark families: bench/net/run_net.py runs
+# ---------------------------------------------------------------- network family (tournament/net)
+# The HTTP servers under wrk are not google-benchmark families: tournament/net/run_net.py runs
 # them (after the rounds, with --net-build) into <out>/net/, and its section joins the report.
 
 def run_net_family(build, outdir, quick, options):
-    """Runs bench/net/run_net.py into outdir/net; returns True when it wrote net.json."""
+    """Runs tournament/net/run_net.py into outdir/net; returns True when it wrote net.json."""
     netdir = os.path.join(outdir, "net")
     stale = os.path.join(netdir, "net.json")
     if os.path.exists(stale):
         os.remove(stale)  # an old run's figures must not pass for this run's
-    cmd = [sys.executable, os.path.join(BENCH_DIR, "net", "run_net.py"), "--build", build,
+    cmd = [sys.executable, os.path.join(TOURNAMENT_DIR, "net", "run_net.py"), "--build", build,
            "--out", netdir] + (["--quick"] if quick else []) + options
     print(f"network family: {' '.join(cmd[1:])}", flush=True)
-    env = dict(os.environ, EVLOOP_NET_COMMAND="bench/net/run_net.py " + " ".join(
+    env = dict(os.environ, EVLOOP_NET_COMMAND="tournament/net/run_net.py " + " ".join(
         (["--quick"] if quick else []) + options) + " (from the tournament)")
     try:
         rc = subprocess.run(cmd, env=env, timeout=3600).returncode
@@ -275,6 +275,6 @@ def run_net_family(build, outdir, quick, options):
         print(f"warning: the network family failed: {e}", file=sys.stderr, flush=True)
         return False
     if rc != 0:
-        print(f"warning: bench/net/run_net.py exited with {rc}", file=sys.stderr, flush=True)
+        print(f"warning: tournament/net/run_net.py exited with {rc}", file=sys.stderr, flush=True)
     return os.path.exists(stale)
 

@@ -10,16 +10,16 @@ import re
 import statistics
 import sys
 
-# The tournament's modules import each other by name when it runs from bench/kit/, and
+# The tournament's modules import each other by name when it runs from tournament/, and
 # relatively when the Python package carries them (evloop.bench._kit: bindings/python).
 try:
     from .machine_load import BUSY
 except ImportError:
     from machine_load import BUSY
 
-# bench/ (this file is bench/kit/tournament_report.py): bench/net's run_net.py, whose
+# tournament/ (this file is tournament/tournament_report.py): tournament/net's run_net.py, whose
 # section joins the report, is found from there.
-BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOURNAMENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # google-benchmark appends these to the name we give; they are not part of our naming.
 NAME_SUFFIX = re.compile(r"/(min_time:[0-9.]+|manual_time|real_time|iterations:\d+)")
@@ -508,8 +508,8 @@ def render(head, lines, markdown):
     return "\n".join(out)
 
 
-# ---------------------------------------------------------------- network family (bench/net)
-# bench/net/run_net.py writes <out>/net/net.json (tournament_run.run_net_family); its
+# ---------------------------------------------------------------- network family (tournament/net)
+# tournament/net/run_net.py writes <out>/net/net.json (tournament_run.run_net_family); its
 # section joins the report.
 
 def net_summary(outdir):
@@ -517,7 +517,7 @@ def net_summary(outdir):
     path = os.path.join(outdir, "net", "net.json")
     if not os.path.exists(path):
         return None, None
-    sys.path.insert(0, os.path.join(BENCH_DIR, "net"))
+    sys.path.insert(0, os.path.join(TOURNAMENT_DIR, "net"))
     try:
         import run_net
         with open(path) as f:

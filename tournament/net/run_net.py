@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The network family of the evloop tournament: HTTP/1.1 keep-alive "hello" servers driven by wrk.
 
-One server per system (bench/net/server_*.c, all around the same connection logic,
+One server per system (tournament/net/server_*.c, all around the same connection logic,
 http_conn.c): evloop readiness per backend, evloop completion operations per backend (when
 built), libev ev_io and libuv uv_tcp streams. Each round runs every system at every
 connection count once, the order of systems rotated from round to round, each run a fresh
@@ -15,11 +15,11 @@ report gives its counts, never its req/s, and its system reads "failed" at that 
 count instead of a figure; the exit status is then 1.
 
 The offload family (--families offload) runs the offload servers the same way: each request's
-work on worker threads, the reply posted back to the loop thread (bench/net/README.md).
+work on worker threads, the reply posted back to the loop thread (tournament/net/README.md).
 
 Writes into --out: net.json (every run and the medians), report.md and plots/net.png (and
 plots/net_offload.png, plots/net_echo.png with those families) when matplotlib is importable. Python 3 standard library only; matplotlib optional.
-bench/tournament.py runs this (--net-build) and puts its section into its report.
+tournament/tournament.py runs this (--net-build) and puts its section into its report.
 """
 import argparse
 import datetime
@@ -35,8 +35,8 @@ import sys
 import tempfile
 import time
 
-# The machine-load helpers, shared with the tournament (bench/kit/machine_load.py).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kit"))
+# The machine-load helpers, shared with the tournament (tournament/machine_load.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from machine_load import BUSY, cpu_busy_seconds  # noqa: E402
 
 # name: (binary, arguments, what it is). The evloop servers take the backend by name.
@@ -653,7 +653,7 @@ def section(summary, img_prefix="", level="##"):
     for s, why in sorted(meta.get("dead", {}).items()):
         md.append(f"- `{s}` did not run: {why}")
     md.append("")
-    md.append("Every server shares `bench/net/http_conn.c` (count requests ending at "
+    md.append("Every server shares `tournament/net/http_conn.c` (count requests ending at "
               "\"\\r\\n\\r\\n\", pipelining allowed; one canned 2xx response each). The "
               "readiness servers (evloop, libev) accept until EAGAIN, read until EAGAIN or a "
               "short read (as libuv does inside uv_read_start), write the responses and watch "
@@ -854,7 +854,7 @@ def echo_section(summary, img_prefix, level):
     systems = [s for s in meta["systems"] if s in cells]
     if not systems:
         return []
-    md = [f"{level}# Echo family (bench/net/echo_client.c)", ""]
+    md = [f"{level}# Echo family (tournament/net/echo_client.c)", ""]
     md.append("The same servers started with `--echo` (the connection logic queues the input "
               "itself), against `echo_client` pinned like wrk: per connection one message of "
               "the size given in flight, the next sent once all of it has come back. "
@@ -1018,7 +1018,7 @@ def offload_section(summary, img_prefix, level):
     off = meta.get("offload", {})
     md = [f"{level}# Offload family: HTTP/1.1 keep-alive, the work on worker threads (wrk)", ""]
     md.append(f"The same connection logic and wrk as above, but each complete request goes to "
-              f"a pool of {off.get('workers', '?')} worker threads (`bench/net/worker_pool.c`, "
+              f"a pool of {off.get('workers', '?')} worker threads (`tournament/net/worker_pool.c`, "
               f"the same code for every system; libuv-queue-work: libuv's own pool with "
               f"UV_THREADPOOL_SIZE={off.get('workers', '?')}) that busy-loops "
               f"{off.get('work_us', '?')} us per request on the clock, and the reply comes back "
@@ -1084,7 +1084,7 @@ def main():
     root = os.path.dirname(os.path.dirname(here))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(root, "build-bench"),
-                    help="CMake build folder (with -DEVLOOP_BUILD_BENCH=ON), or its bench/net")
+                    help="CMake build folder (with -DEVLOOP_BUILD_BENCH=ON), or its tournament/net")
     ap.add_argument("--quick", action="store_true",
                     default=os.environ.get("EVLOOP_BENCH_QUICK", "") not in ("", "0"),
                     help="1 round x 1 s: a smoke run (also EVLOOP_BENCH_QUICK=1)")
@@ -1124,8 +1124,8 @@ def main():
                          "CPU, beside the loop thread)")
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
-    ap.add_argument("--out", help="results folder (default bench/results/net, or "
-                                  "bench/results/net-quick with --quick)")
+    ap.add_argument("--out", help="results folder (default tournament/results/net, or "
+                                  "tournament/results/net-quick with --quick)")
     ap.add_argument("--from-json", help="only rebuild the report from this net.json")
     args = ap.parse_args()
 
@@ -1175,8 +1175,8 @@ def main():
 
 def measure(args, mode):
     build = args.build
-    if os.path.isdir(os.path.join(build, "bench", "net")):
-        build = os.path.join(build, "bench", "net")
+    if os.path.isdir(os.path.join(build, "tournament", "net")):
+        build = os.path.join(build, "tournament", "net")
     rounds = args.rounds or mode["rounds"]
     duration = args.duration or mode["duration"]
     conns_list = [int(c) for c in args.conns.split(",") if c]

@@ -1,5 +1,5 @@
 /* echo_client: the load generator of the echo family (run_net.py --families echo). Opens
- * --conns connections to an echo server (a server of bench/net started with --echo), and on
+ * --conns connections to an echo server (a server of tournament/net started with --echo), and on
  * each sends a --size byte message, waits until all of it has come back, and sends the next,
  * for --duration seconds; one thread, epoll. Prints one line:
  *   messages N per_s X p50_us Y p99_us Z

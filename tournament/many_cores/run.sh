@@ -8,7 +8,7 @@
 # and this one alternate, ROUNDS times each. Knobs: ROUNDS (3), DUR (s per wrk run, 3),
 # CLI_CPUS (4-11), BENCH (1: run the bench families), NET (1: run the network family),
 # FILTER (the bench families' regex). After the HTTP servers, when the kit has them, the
-# offload family (bench/net/worker_pool.c: each request's work on worker threads, the reply
+# offload family (tournament/net/worker_pool.c: each request's work on worker threads, the reply
 # posted back to the loop thread) at 1000 and OFF_CONNS connections, ROUNDS rounds: loop
 # thread on CPU 1, workers on OFF_CPUS. Its knobs: OFFLOAD (1: run it), OFF_WORKERS (2),
 # OFF_WORK_US (2), OFF_CPUS (2-3), OFF_CONNS (200).

@@ -1,10 +1,10 @@
 #!/bin/sh
-# Packs what bench/many_cores/run.sh needs into one folder that runs on a machine without
+# Packs what tournament/many_cores/run.sh needs into one folder that runs on a machine without
 # packages: the bench binaries of a Release build, wrk, and every shared library they load,
 # the dynamic loader included (the programs are started through it, so the target's own
 # libc, if any, is not used). Optionally an older build's ops server and bench, for an A/B.
 #
-#   bench/many_cores/make_kit.sh BUILD KIT [BEFORE_BUILD]
+#   tournament/many_cores/make_kit.sh BUILD KIT [BEFORE_BUILD]
 #     BUILD         a build folder with -DCMAKE_BUILD_TYPE=Release -DEVLOOP_BUILD_BENCH=ON
 #     KIT           the folder to write (replaced)
 #     BEFORE_BUILD  another such build: its net_server_evloop_ops and evloop_bench go in
@@ -16,16 +16,16 @@ before=${3:-}
 command -v wrk >/dev/null || { echo "make_kit: wrk not found (apt-get install wrk)" >&2; exit 1; }
 rm -rf "$kit"
 mkdir -p "$kit/bin" "$kit/lib"
-for b in bench/evloop_bench bench/net/net_server_evloop bench/net/net_server_evloop_ops \
-         bench/net/net_server_libev bench/net/net_server_libuv \
-         bench/net/net_server_evloop_offload bench/net/net_server_libev_offload \
-         bench/net/net_server_libuv_offload bench/net/net_server_libuv_queue_work; do
+for b in bench/evloop_bench tournament/net/net_server_evloop tournament/net/net_server_evloop_ops \
+         tournament/net/net_server_libev tournament/net/net_server_libuv \
+         tournament/net/net_server_evloop_offload tournament/net/net_server_libev_offload \
+         tournament/net/net_server_libuv_offload tournament/net/net_server_libuv_queue_work; do
     [ -x "$build/$b" ] || { echo "make_kit: $build/$b not built" >&2; exit 1; }
     cp "$build/$b" "$kit/bin/"
 done
 cp "$(command -v wrk)" "$kit/bin/"
 if [ -n "$before" ]; then
-    cp "$before/bench/net/net_server_evloop_ops" "$kit/bin/net_server_evloop_ops_before"
+    cp "$before/tournament/net/net_server_evloop_ops" "$kit/bin/net_server_evloop_ops_before"
     cp "$before/bench/evloop_bench" "$kit/bin/evloop_bench_before"
 fi
 for b in "$kit"/bin/*; do

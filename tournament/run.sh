@@ -1,25 +1,26 @@
 #!/bin/sh
 # The evloop tournament in one command, on a fresh Debian 12 machine: installs what it
 # needs (apt-get, through sudo when not root), builds Release with both ingress variants
-# and the bench, then runs bench/kit/tournament.py (report in bench/results/).
+# and the bench, then runs tournament/tournament.py (report in tournament/results/).
 #
-#   bench/run_tournament.sh                       short run: the headline families (PingPong,
-#                                                 BurstSubmit, MultiProducer, PingPongLatency,
-#                                                 ReadinessRoundTrip, Timers), 3 rounds, into
-#                                                 bench/results/short (under 5 minutes on 2
-#                                                 cores, installing and building included)
-#   bench/run_tournament.sh --full                the full tournament: every family, 5 rounds,
-#                                                 the fixed-setting sweep, the tuned column,
-#                                                 then the network family, into
-#                                                 bench/results/latest (about 21 minutes on 2
-#                                                 quiet cores, 6 of them the network family)
-#   EVLOOP_BENCH_QUICK=1 bench/run_tournament.sh  smoke run of the full one (about two and a
-#                                                 half minutes), into bench/results/quick
+#   tournament/run.sh                       short run: the headline families (PingPong,
+#                                           BurstSubmit, MultiProducer, PingPongLatency,
+#                                           ReadinessRoundTrip, Timers), 3 rounds, into
+#                                           tournament/results/short (under 5 minutes on
+#                                           2 cores, installing and building included)
+#   tournament/run.sh --full                the full tournament: every family, 5 rounds,
+#                                           the fixed-setting sweep, the tuned column,
+#                                           then the network family, into
+#                                           tournament/results/latest (about 21 minutes
+#                                           on 2 quiet cores, 6 of them the network family)
+#   EVLOOP_BENCH_QUICK=1 tournament/run.sh  smoke run of the full one (about two and a
+#                                           half minutes), into tournament/results/quick
 #
 # Further arguments go to tournament.py (--rounds N, --min-time S, --filter RE, --out DIR,
 # --sweep full|lite|none, --no-tuned, --net-options='--rounds 5 --duration 5').
-# The full and quick runs end with the network family (bench/net/run_net.py: HTTP servers
-# under wrk). EVLOOP_BENCH_BUILD_DIR picks the build folder (default build-bench at the top).
+# The full and quick runs end with the network family (tournament/net/run_net.py: HTTP
+# servers under wrk). EVLOOP_BENCH_BUILD_DIR picks the build folder (default build-bench at
+# the top).
 set -eu
 
 full=0
@@ -79,11 +80,12 @@ if [ "$full" = 1 ]; then
     # on with a warning and no tuned column.
     cmake --build "$BUILD" -j"$(nproc)" --target evloop_autotune ||
         echo "run_tournament: evloop_autotune did not build; the report will have no tuned column"
-    # The network family's servers (bench/net, driven by wrk); without them the report has
-    # no network section.
+    # The network family's servers (tournament/net, driven by wrk); without them the report
+    # has no network section.
     NET_BUILD="--net-build=$BUILD"
     cmake --build "$BUILD" -j"$(nproc)" --target net_servers || {
-        echo "run_tournament: bench/net's servers did not build; the report will have no network family"
+        echo "run_tournament: tournament/net's servers did not build; the report will have no" \
+             "network family"
         NET_BUILD=""
     }
 fi
@@ -94,5 +96,5 @@ PYTHON=python3
 if [ -x /usr/bin/python3 ]; then
     PYTHON=/usr/bin/python3
 fi
-exec "$PYTHON" "$ROOT/bench/kit/tournament.py" --bench "$BUILD/bench/evloop_bench" $MODE \
+exec "$PYTHON" "$ROOT/tournament/tournament.py" --bench "$BUILD/bench/evloop_bench" $MODE \
     ${NET_BUILD:+"$NET_BUILD"} "$@"
