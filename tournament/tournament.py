@@ -222,11 +222,11 @@ def print_summary(summary, errors, foreign, nrounds, report_path, outdir, net_ra
               "spinning benchmarks are then set by the scheduler, not the loop")
     if errors:
         print(f"\n{len(errors)} benchmark runs reported errors; see {report_path}")
-    run_net, net = report.net_summary(outdir) if net_ran else (None, None)
+    net_report, net = report.net_summary(outdir) if net_ran else (None, None)
     if net:
         print()
         print("network family, req/s evloop / libev and evloop / libuv (above 1.00x evloop wins):")
-        print("\n".join(run_net.headline(net)))
+        print("\n".join(net_report.headline(net)))
     print(f"\nreport: {report_path}")
 
 

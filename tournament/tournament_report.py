@@ -17,8 +17,8 @@ try:
 except ImportError:
     from machine_load import BUSY
 
-# tournament/ (this file is tournament/tournament_report.py): tournament/net's run_net.py, whose
-# section joins the report, is found from there.
+# tournament/ (this file is tournament/tournament_report.py): the network family's report
+# (tournament/net/net_report.py), whose section joins the report, is found from there.
 TOURNAMENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # google-benchmark appends these to the name we give; they are not part of our naming.
@@ -508,28 +508,28 @@ def render(head, lines, markdown):
     return "\n".join(out)
 
 
-# ---------------------------------------------------------------- network family (tournament/net)
+# ---------------------------------------------------------------- network family (net/)
 # tournament/net/run_net.py writes <out>/net/net.json (tournament_run.run_net_family); its
-# section joins the report.
+# section (tournament/net/net_report.py) joins the report.
 
 def net_summary(outdir):
-    """(run_net module, the net.json of outdir/net) or (None, None)."""
+    """(net_report module, the net.json of outdir/net) or (None, None)."""
     path = os.path.join(outdir, "net", "net.json")
     if not os.path.exists(path):
         return None, None
     sys.path.insert(0, os.path.join(TOURNAMENT_DIR, "net"))
     try:
-        import run_net
+        import net_report
         with open(path) as f:
-            return run_net, json.load(f)
+            return net_report, json.load(f)
     except (ImportError, OSError, ValueError) as e:
         print(f"warning: cannot read {path}: {e}", file=sys.stderr, flush=True)
         return None, None
 
 
 def net_section(outdir):
-    run_net, summary = net_summary(outdir)
-    return run_net.section(summary, "net/", "##") if summary else []
+    net_report, summary = net_summary(outdir)
+    return net_report.section(summary, "net/", "##") if summary else []
 
 
 # ---------------------------------------------------------------- report
