@@ -1,7 +1,7 @@
 #!/bin/sh
 # The evloop tournament in one command, on a fresh Debian 12 machine: installs what it
 # needs (apt-get, through sudo when not root), builds Release with both ingress variants
-# and the bench, then runs tournament/tournament.py (report in tournament/results/).
+# and the bench, then runs tournament/tournament.py (report and plots in tournament/results/).
 #
 #   tournament/run.sh                       short run: the headline families (PingPong,
 #                                           BurstSubmit, MultiProducer, PingPongLatency,
@@ -44,12 +44,11 @@ else
 fi
 export EVLOOP_TOURNAMENT_COMMAND
 BUILD=${EVLOOP_BENCH_BUILD_DIR:-$ROOT/build-bench}
-PACKAGES="build-essential cmake pkg-config binutils coreutils python3
+# python3-matplotlib: every run draws its plots (plots/*.png beside report.md).
+PACKAGES="build-essential cmake pkg-config binutils coreutils python3 python3-matplotlib
           libbenchmark-dev libev-dev libuv1-dev liburing-dev"
 if [ "$full" = 1 ]; then
-    # The plots (the short run makes them too when matplotlib is there) and the network
-    # family's load generator.
-    PACKAGES="$PACKAGES python3-matplotlib wrk"
+    PACKAGES="$PACKAGES wrk" # the network family's load generator
 fi
 
 missing=""
