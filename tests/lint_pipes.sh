@@ -16,7 +16,7 @@ while IFS= read -r f; do
         sed "s|^|$f:|" <<<"$hits"
         bad=1
     fi
-done < <(find .ci tests bench bindings examples -type f \( -name '*.sh' -o -path '.ci/*' \) \
-    ! -path '*/build*' | sort)
+done < <(find .ci tests bench tournament bindings examples -type f \
+    \( -name '*.sh' -o -path '.ci/*' \) ! -path '*/build*' | sort)
 [ "$bad" -eq 0 ] || { echo "lint_pipes: readers that stop early under pipefail (above)" >&2; exit 1; }
 echo "lint_pipes: no early-stopping reader in a pipefail script"
