@@ -12,6 +12,19 @@
 # starts it afresh.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+# pytest runs from bindings/python/tests, where a test file is named as it is there
+# (test_bench.py); a path that names a file or folder from where this was started (such as
+# bindings/python/tests/test_bench.py from the repository root) is made absolute instead.
+args=()
+for a in "$@"; do
+    p="${a%%::*}"
+    if [[ "$a" != -* && -d "$p" && ! -e "$root/bindings/python/tests/$p" ]]; then
+        a="$(cd "$p" && pwd)"
+    elif [[ "$a" != -* && -f "$p" && ! -e "$root/bindings/python/tests/$p" ]]; then
+        a="$(cd "$(dirname "$p")" && pwd)/${a##*/}"
+    fi
+    args+=("$a")
+done
 cd "$root"
 
 if [ -f .ci/install-deps ]; then
@@ -63,7 +76,7 @@ cd "$root/bindings/python/tests"
 "$vpy" -c 'import evloop, sys; print("=== evloop", evloop.__version__, "from", evloop.__file__,
       "backends", evloop.backends()); sys.exit(0 if "site-packages" in evloop.__file__ else 1)'
 set +e
-timeout 1800 "$vpy" -m pytest -p no:cacheprovider -q -rs "$@"
+timeout 1800 "$vpy" -m pytest -p no:cacheprovider -q -rs ${args[@]+"${args[@]}"}
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
