@@ -2,7 +2,7 @@
 ``evloop.EventLoopPolicy``, ``evloop.install()``.
 
 Design (docs/asyncio.md maps it, with its invariants and fallbacks; the measurements are in
-bench/results/asyncio-log.md): ``EventLoop`` is asyncio's own Unix selector event loop
+tournament/results/asyncio-log.md): ``EventLoop`` is asyncio's own Unix selector event loop
 (``asyncio.SelectorEventLoop``), so its servers, TLS, sendfile, subprocesses, pipes and
 signals are the standard library's, with six parts replaced:
 

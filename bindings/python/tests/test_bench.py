@@ -28,11 +28,7 @@ def test_the_loop_modules_carry_no_benchmark_code():
 def test_every_benchmark_module_lives_in_the_experiment_subpackage():
     pkg = os.path.dirname(os.path.abspath(evloop.__file__))
     outside = sorted(n for n in os.listdir(pkg) if "bench" in n or "tournament" in n)
-    assert outside == ["bench", "tournament.py"]
-    # tournament.py is only the old name of python -m evloop.bench.tournament
-    with open(os.path.join(pkg, "tournament.py")) as f:
-        src = f.read()
-    assert "def " not in src and "from evloop.bench.tournament import main" in src
+    assert outside == ["bench"]
     kit = os.listdir(os.path.join(pkg, "bench"))
     assert {"kernels.py", "tournament.py", "aio.py", "_kit"} <= set(kit)
     assert any(n.startswith("_kernels.") and n.endswith(".so") for n in kit)

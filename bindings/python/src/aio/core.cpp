@@ -127,7 +127,7 @@ inline PyObject *ring_at(const Ring *r, size_t i) { return r->buf[(r->head + i) 
 // (the stdlib's heapq compares `when` only, so its order among equal times is whatever the
 // sifts left). `when` is the handle's _when as a double, read once at push. Four children per
 // node: half the depth of a binary heap, the children of a node in about one cache line;
-// measured against a binary heap of the same entries (bench/results/asyncio-log.md): 169
+// measured against a binary heap of the same entries (tournament/results/asyncio-log.md): 169
 // against 181 ns of CPU per timer (push + pop) with 50,000 timers, 400 against 434 with a
 // million.
 
@@ -425,7 +425,7 @@ int run_handle(Core *self, PyObject *h)
 // ---------------------------------------------------------------- queued handles and the GC
 
 // The collector's work on queued handles was measured as the largest cost of a burst of
-// call_soon and of call_soon_threadsafe into a busy loop (bench/results/asyncio-log.md): a
+// call_soon and of call_soon_threadsafe into a busy loop (tournament/results/asyncio-log.md): a
 // queued handle and the context copy it made are two tracked objects that young collections
 // traverse, promote and traverse again, for as long as they wait. So a handle that call_soon
 // made, once nothing but the ring refers to it (checked when the next one is queued, or when

@@ -16,7 +16,7 @@
 // datagram and shrinks it; glibc serves that with mmap, mremap and munmap until its dynamic
 // threshold moves past it, which depends on the process's history: a UDP echo server on the
 // stock loop spent 27 us of CPU a datagram in a fresh process and 9 us once the threshold had
-// moved (bench/results/asyncio-log.md, "Datagrams"). It uses transport.cpp's helpers (aio.h).
+// moved (tournament/results/asyncio-log.md, "Datagrams"). It uses transport.cpp's helpers (aio.h).
 #include "aio.h"
 
 #include <arpa/inet.h>

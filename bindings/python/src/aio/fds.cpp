@@ -6,7 +6,7 @@
 // removed from evloop's poller directly. Anything else (an fd given as a file object or out
 // of range, a loop._selector that is not the loop's own, a key whose data is not a pair, a
 // selector closed under the loop) goes to the stdlib's Python method, unchanged.
-// bench/results/asyncio-log.md has the measurements.
+// tournament/results/asyncio-log.md has the measurements.
 #include "aio.h"
 
 #include <cerrno>

@@ -12,7 +12,7 @@
 //    and every future make, as the stdlib's.
 // Sockets are read and written with MSG_DONTWAIT: a socket left blocking (which the stdlib
 // refuses in debug mode only) waits in the loop instead of blocking it. evloop/_aio.py has
-// the Python side (sock_recv, sock_sendall), bench/results/asyncio-log.md the measurements.
+// the Python side (sock_recv, sock_sendall), tournament/results/asyncio-log.md the measurements.
 #include "aio.h"
 
 #include <cerrno>

@@ -34,7 +34,7 @@ namespace aio {
 // max_size, shrunk to what came (the stdlib's way: no copy, but a 256 KiB allocation, with
 // glibc an mmap, mremap and munmap), the others into the reused buffer and copied out (no
 // allocation beyond the bytes). Measured with 100 KiB echo messages through streams
-// (bench/results/asyncio-log.md): the copy alone cost more than the stdlib's allocation there.
+// (tournament/results/asyncio-log.md): the copy alone cost more than the stdlib's allocation there.
 constexpr Py_ssize_t kLargeRead = 32 * 1024;
 
 struct FdBits {
