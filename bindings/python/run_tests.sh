@@ -57,9 +57,9 @@ if ! "$py" -c 'import test.test_asyncio.utils' 2>/dev/null; then
     fi
 fi
 
-out="${EVLOOP_PY_OUT:-$root/build-python}"
+out="$(realpath -m "${EVLOOP_PY_OUT:-$root/build-python}")" # relative: to the repository
 venv="$out/venv"
-build_dir="${EVLOOP_PY_BUILD_DIR:-$out/cmake}"
+build_dir="$(realpath -m "${EVLOOP_PY_BUILD_DIR:-$out/cmake}")"
 [ "${EVLOOP_PY_CLEAN:-0}" = "1" ] && rm -rf "$build_dir"
 rm -rf "$venv"
 mkdir -p "$out"
