@@ -67,6 +67,35 @@ def test_the_iteration_family_runs_its_chain_to_the_end_on_each_loop():
         assert ns > 0
 
 
+@pytest.mark.parametrize("loop", ["evloop", "asyncio"])
+def test_the_task_families_run_to_the_end(loop):
+    # each returns the time per operation; a family that lost a hand-over would hang instead
+    assert aio.run_on(loop, lambda: aio.b_queue_handover(n=500)) > 0
+    assert aio.run_on(loop, lambda: aio.b_gather_sleep0(tasks=50, steps=3)) > 0
+    assert aio.run_on(loop, lambda: aio.b_done_futures(n=500)) > 0
+    names = [f[0] for f in aio.FAMILIES]
+    assert {"queue-handover", "gather-sleep0", "done-futures"} <= set(names)
+
+
+@pytest.mark.parametrize("loop", ["evloop", "asyncio"])
+def test_the_close_server_answers_one_request_per_connection_and_closes(loop):
+    async def main():
+        port, stop = await aio._serve_hello_close()
+        try:
+            got = []
+            for _ in range(3):
+                r, w = await asyncio.open_connection("127.0.0.1", port)
+                w.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                got.append(await asyncio.wait_for(r.read(), 10))  # until the server closes
+                w.close()
+                await w.wait_closed()
+            return got
+        finally:
+            await stop()
+
+    assert aio.run_on(loop, main) == [aio.HTTP_CLOSE_RESPONSE] * 3
+
+
 async def _closes(closed, n, stop):
     """Waits (20 s at most) until closed holds n entries, stops the server: how many it holds."""
     for _ in range(2000):

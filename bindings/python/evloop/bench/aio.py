@@ -63,7 +63,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-LOOPS = ("evloop", "uvloop", "asyncio")
+LOOPS = ("evloop", "uvloop", "asyncio", "rloop")  # those installed run (rloop: a third peer)
 
 # Messages the last echo run exchanged (for tools that count per message themselves).
 last_echo_count = 0
@@ -90,6 +90,10 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
         import uvloop
 
         return uvloop.new_event_loop
+    if name == "rloop":
+        import rloop
+
+        return rloop.new_event_loop
     return asyncio.SelectorEventLoop
 
 
@@ -223,6 +227,48 @@ async def b_executor(n: int = 3000) -> float:
     for _ in range(n):
         await loop.run_in_executor(None, int)
     return (_clock() - t0) / n * 1e6
+
+
+async def b_queue_handover(n: int = 50_000) -> float:
+    """Two tasks handing n values through asyncio.Queue(1): each put waits for the get before,
+    so every hand-over is a task switch each way through call_soon and an iteration."""
+    q: asyncio.Queue = asyncio.Queue(1)
+
+    async def consumer() -> None:
+        for _ in range(n):
+            await q.get()
+
+    task = asyncio.ensure_future(consumer())
+    t0 = _clock()
+    for i in range(n):
+        await q.put(i)
+    await task
+    return (_clock() - t0) / n * 1e9
+
+
+async def b_gather_sleep0(tasks: int = 1000, steps: int = 20) -> float:
+    """A gather of many tasks, each awaiting sleep(0) steps times: the cost of one task step
+    (Task.__step scheduled through call_soon, a full ready queue each iteration)."""
+
+    async def worker() -> None:
+        for _ in range(steps):
+            await asyncio.sleep(0)
+
+    t0 = _clock()
+    await asyncio.gather(*(worker() for _ in range(tasks)))
+    return (_clock() - t0) / (tasks * steps) * 1e9
+
+
+async def b_done_futures(n: int = 200_000) -> float:
+    """create_future, set_result and an await of the done future, n times in one task: no
+    iteration, the future's own path (the loop's create_future included)."""
+    loop = asyncio.get_running_loop()
+    t0 = _clock()
+    for i in range(n):
+        fut = loop.create_future()
+        fut.set_result(i)
+        await fut
+    return (_clock() - t0) / n * 1e9
 
 
 # The echo clients: one process, a thread per client, each sending a message and waiting for
@@ -417,6 +463,26 @@ class _HttpHello(asyncio.Protocol):
         self.buf = buf
 
 
+HTTP_CLOSE_RESPONSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n"
+                       b"Connection: close\r\n\r\nHello World!")
+
+
+class _HttpHelloClose(asyncio.Protocol):
+    """Answers the first request and closes: a connection per request (HTTP/1.0 clients,
+    health checks), so accept, transport and protocol set-up and teardown are the work."""
+
+    def connection_made(self, tr: Any) -> None:
+        self.tr = tr
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if b"\r\n\r\n" in self.buf:
+            self.tr.write(HTTP_CLOSE_RESPONSE)
+            self.tr.close()
+            self.buf = b""
+
+
 def parse_wrk(out: str) -> Tuple[float, int]:
     """wrk's requests/s and request count; ValueError on errors or an output it cannot read."""
     errors = []
@@ -449,6 +515,18 @@ async def _serve_hello() -> Tuple[int, Callable[[], Any]]:
     return srv.sockets[0].getsockname()[1], close
 
 
+async def _serve_hello_close() -> Tuple[int, Callable[[], Any]]:
+    """The minimal server answering one request per connection, then closing it."""
+    srv = await asyncio.get_running_loop().create_server(_HttpHelloClose, "127.0.0.1", 0,
+                                                         backlog=1024)
+
+    async def close() -> None:
+        srv.close()
+        await srv.wait_closed()
+
+    return srv.sockets[0].getsockname()[1], close
+
+
 async def _serve_aiohttp() -> Tuple[int, Callable[[], Any]]:
     """aiohttp's server (aiohttp.web, one GET route) answering the same 12-byte body."""
     from aiohttp import web
@@ -466,13 +544,16 @@ async def _serve_aiohttp() -> Tuple[int, Callable[[], Any]]:
 
 
 async def b_http(conns: int = 50, seconds: int = 2,
-                 serve: Callable[[], Any] = _serve_hello) -> float:
-    """wrk against the server that serve() starts on the running loop."""
+                 serve: Callable[[], Any] = _serve_hello, close: bool = False) -> float:
+    """wrk against the server that serve() starts on the running loop; close: every request
+    says "Connection: close", so wrk opens a connection per request."""
     port, close = await serve()
     cpus = sorted(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpus[0]})  # this thread: the loop's
     wrk = ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", f"http://127.0.0.1:{port}/"]
+    if close:
+        wrk[1:1] = ["-H", "Connection: close"]
     if len(cpus) > 1 and shutil.which("taskset"):
         wrk = ["taskset", "-c", str(cpus[1])] + wrk
     try:
@@ -501,6 +582,9 @@ FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
     ("threadsafe-busy-16", lambda: b_threadsafe_busy(16), "ns/call", False),
     ("threadsafe-sleeping", b_threadsafe_sleeping, "us p50", False),
     ("executor", b_executor, "us/call", False),
+    ("queue-handover", b_queue_handover, "ns/hand-over", False),
+    ("gather-sleep0", b_gather_sleep0, "ns/task step", False),
+    ("done-futures", b_done_futures, "ns/await", False),
     ("echo-protocol-1KiB", lambda: b_echo("protocol"), "msg/s", True),
     ("echo-streams-1KiB", lambda: b_echo("streams"), "msg/s", True),
     ("echo-sock-1KiB", lambda: b_echo("sock"), "msg/s", True),
@@ -512,6 +596,8 @@ FAMILIES += [(f"echo-{mode}-{label}", (lambda m=mode, n=size: b_echo(m, n)), "ms
              for mode in ("protocol", "streams") for label, size in _ECHO_SIZES]
 if shutil.which("wrk") and hasattr(os, "sched_setaffinity"):
     FAMILIES.append(("http-hello", b_http, "req/s", True))
+    FAMILIES.append(("http-close", lambda: b_http(conns=100, serve=_serve_hello_close,
+                                                  close=True), "req/s", True))
     if importlib.util.find_spec("aiohttp") is not None:
         FAMILIES.append(("http-aiohttp", lambda: b_http(serve=_serve_aiohttp), "req/s", True))
 
@@ -554,10 +640,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             loop_factory(name)
             loops.append(name)
         except ImportError:
-            print(f"{name}: not installed, left out (pip install 'pyevloop[compare]')",
+            print(f"{name}: not installed, left out (pip install {name})",
                   file=sys.stderr)
     fams = [(f, fn, *_unit(f, u, h, cpu)) for f, fn, u, h in FAMILIES
             if any(x in f for x in args.filter.split(","))]
+    peers = [o for o in ("uvloop", "asyncio", "rloop") if o in loops]
     res: Dict[Tuple[str, str], List[float]] = {}
     for r in range(args.rounds):
         for fam, fn, unit, _ in fams:
@@ -571,8 +658,9 @@ def main(argv: Optional[List[str]] = None) -> int:
              f"{'CPU time of this process' if cpu else 'wall clock'} "
              f"(load average at the end {os.getloadavg()[0]:.1f}); median (± half the "
              f"spread of the rounds, % of the median)", "",
-             "| family | unit | " + " | ".join(loops) + " | evloop/uvloop | evloop/asyncio |",
-             "|---" * (len(loops) + 4) + "|"]
+             "| family | unit | " + " | ".join(loops) + " | "
+             + " | ".join(f"evloop/{o}" for o in peers) + " |",
+             "|---" * (len(loops) + len(peers) + 2) + "|"]
     for fam, _, unit, higher in fams:
         med = {}
         cells = []
@@ -583,7 +671,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             spread = (max(vs) - min(vs)) / 2 / m * 100 if m else 0.0
             cells.append(f"{_fmt(m)} ±{spread:.0f}%")
         ratios = []
-        for other in ("uvloop", "asyncio"):
+        for other in peers:
             if other in med and "evloop" in med and med[other]:
                 ratios.append(f"{med['evloop'] / med[other]:.2f}")
             else:
