@@ -41,6 +41,7 @@ set(EVLOOP_CORE_SOURCES
     src/core/embed_fd.c
     src/core/hooks.c
     src/core/signals.c
+    src/core/work.c
     src/core/ops.c
     src/core/ops_emulate.c
     src/core/ops_sim.c

@@ -245,6 +245,88 @@ EVLOOP_API int evloop_send(evloop *loop, int fd, const void *buf, size_t len, ev
  * loop), -EBADF (negative fd), -ENOENT (nothing pending on fd), -ENOMEM. */
 EVLOOP_API int evloop_op_cancel(evloop *loop, int fd);
 
+/* ---- a work pool: run a function on a pool thread, its done callback on the loop thread ----
+ *
+ * evloop_work_submit(loop, work, done, arg, &id) runs work(arg) on one of the loop's pool
+ * threads, then done(arg, status) on the loop thread: status 0 once work has returned, or
+ * -ECANCELED when work never started (evloop_work_cancel, or evloop_stop before a pool thread
+ * took it). done runs exactly once for every accepted item (done may be NULL: nothing is
+ * reported), never inside the call that caused it, as a task does: on the loop thread,
+ * followed by the microtasks it queues, before external tasks still waiting. Items start in
+ * the order they were submitted; they run concurrently, so done callbacks come in the order
+ * the items finish. work runs with every signal blocked; it must not call this loop's
+ * loop-thread-only functions.
+ * Threads: submit, cancel and configure belong to the loop thread (its callbacks), or to any
+ * one thread while no thread runs the loop (before evloop_run, between evloop_run_once
+ * calls); from another thread while the loop runs they return -EBUSY.
+ * The pool starts on the first submit, with evloop_work_configure's settings or the defaults
+ * of evloop_work_config_init; its threads sleep when idle (after a bounded adaptive spin) and
+ * end in evloop_free.
+ * Stop: after evloop_stop, items no pool thread has started complete with -ECANCELED, items
+ * running complete with 0 once they return, and evloop_run returns only after every accepted
+ * item's done has run (a running item keeps it waiting); new submits get -ESHUTDOWN. A
+ * submitted item keeps an auto_exit loop running until its done has run. */
+typedef uint64_t evloop_work_id; /* never 0 for an accepted item */
+typedef void (*evloop_work_done_cb)(void *arg, int status);
+
+#define EVLOOP_WORK_THREADS_MAX 1024
+#define EVLOOP_WORK_SPIN_MAX_NS 10000000 /* 10 ms */
+
+struct evloop_work_config {
+    unsigned threads; /* pool threads, 1..EVLOOP_WORK_THREADS_MAX; evloop_work_config_init:
+                         the usable CPUs less one for the loop, at least 2, at most 64 */
+    int64_t spin_ns;  /* how long an idle pool thread spins before it sleeps: -1 adaptive
+                         (default; never on one CPU), 0 never, else fixed, at most
+                         EVLOOP_WORK_SPIN_MAX_NS */
+    const int *cpus;  /* NULL: the threads run where the system puts them; else thread i is
+                         pinned to CPU cpus[i % ncpus] (copied by evloop_work_configure) */
+    unsigned ncpus;
+};
+
+/* What the pool has done, read with evloop_work_stats(). Counts are since the loop's start. */
+struct evloop_work_stats {
+    unsigned threads;   /* pool threads started (0 before the first submit) */
+    uint64_t submitted; /* items accepted */
+    uint64_t completed; /* done callbacks run with status 0 */
+    uint64_t cancelled; /* done callbacks run with -ECANCELED */
+    uint64_t pending;   /* accepted items whose done has not run yet */
+    uint64_t sleeps;    /* times a pool thread went to sleep */
+    uint64_t wakes;     /* wake syscalls made for a sleeping pool thread */
+    uint64_t spin_hits; /* spins of an idle pool thread that found an item (no syscall) */
+    uint64_t overflows; /* items that waited on the loop thread for room in the queue */
+};
+
+/* Fills *cfg with the defaults for this machine (see the fields). Any thread. NULL is
+ * ignored. */
+EVLOOP_API void evloop_work_config_init(struct evloop_work_config *cfg);
+
+/* Sets the pool's size, spin and placement; call it before the first evloop_work_submit.
+ * Threads as evloop_work_submit. Returns 0, -EINVAL (NULL loop or cfg, threads 0 or above
+ * EVLOOP_WORK_THREADS_MAX, spin_ns below -1 or above EVLOOP_WORK_SPIN_MAX_NS, ncpus > 0 with
+ * cpus NULL, a CPU number negative or beyond what the system can name), -ENOTSUP (cpus on a
+ * system without thread placement), -EBUSY (the pool has started, or another thread runs the
+ * loop), -ESHUTDOWN (stopped), -ENOMEM. */
+EVLOOP_API int evloop_work_configure(evloop *loop, const struct evloop_work_config *cfg);
+
+/* Queues work(arg) for a pool thread; done(arg, status) then runs on the loop thread (see
+ * above). *out (may be NULL) receives the item's id for evloop_work_cancel. Starts the pool
+ * on the first call. Returns 0 (done will run once), -EINVAL (NULL loop or work), -EBUSY
+ * (another thread runs the loop), -ESHUTDOWN (stopped), -ENOMEM, or the -errno of creating
+ * the pool's first thread (-EAGAIN); done never runs then. */
+EVLOOP_API int evloop_work_submit(evloop *loop, evloop_cb work, evloop_work_done_cb done, void *arg,
+                                  evloop_work_id *out);
+
+/* Cancels an item no pool thread has started: work will not run, and done(arg, -ECANCELED)
+ * runs on the loop thread after this call has returned. Threads as evloop_work_submit.
+ * Returns 0, -EINVAL (NULL loop), -EBUSY (work is running now, or another thread runs the
+ * loop), -EALREADY (work has returned or the item was cancelled; its done has not run yet),
+ * -ENOENT (no such item, or its done has run). */
+EVLOOP_API int evloop_work_cancel(evloop *loop, evloop_work_id id);
+
+/* Copies the pool's counters into *out (zeros before the pool starts). Any thread; counters
+ * may be a moment old. Returns 0 or -EINVAL (NULL loop or out). */
+EVLOOP_API int evloop_work_stats(const evloop *loop, struct evloop_work_stats *out);
+
 /* The loop's state now. Any thread. A NULL loop reads as EVLOOP_TERMINATED. */
 EVLOOP_API enum evloop_state evloop_state(const evloop *loop);
 

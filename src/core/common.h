@@ -1,6 +1,6 @@
 /* Small internal helpers shared by every part of the library: assertions, cache-line
- * padding, container_of, the CPU pause hint, the monotonic clock, and whether this is a
- * ThreadSanitizer build. */
+ * padding, container_of, the CPU pause hint, the monotonic clock, the usable CPUs, and
+ * whether this is a ThreadSanitizer build. */
 #ifndef EVLOOP_COMMON_H
 #define EVLOOP_COMMON_H
 
@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 #ifdef EVLOOP_DEBUG
 #include <stdio.h>
@@ -72,5 +76,24 @@ static inline struct timespec evloop__ns_to_timespec(uint64_t ns)
                           .tv_nsec = (long)(ns % 1000000000u)};
     return ts;
 }
+
+/* CPUs this process may run on: the affinity mask when it can be read (a process pinned to
+ * one CPU of a large machine must not spin), else the online count. */
+static inline long evloop__usable_cpus(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        return CPU_COUNT(&set);
+#endif
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+/* CPU numbers a placement may name: 0..EVLOOP__MAX_CPUS - 1. */
+#ifdef __linux__
+#define EVLOOP__MAX_CPUS CPU_SETSIZE
+#else
+#define EVLOOP__MAX_CPUS 1024
+#endif
 
 #endif

@@ -2,11 +2,9 @@
  * evloop_config_init, evloop_new (the parts of a loop, its backend, its profile and tuning),
  * evloop_stop and evloop_free. It wires the subsystems together and calls the drivers
  * (run.c) to drain a loop that is freed before it has run to its end. */
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "embed_fd.h"
 #include "error.h"
@@ -18,6 +16,7 @@
 #include "state.h"
 #include "submit.h"
 #include "timer.h"
+#include "work.h"
 
 #define EXTERNAL_CAPACITY 4096
 #define SMALL_CAPACITY 256
@@ -36,8 +35,11 @@ EVLOOP_API void evloop_config_init(evloop_config *cfg)
 
 static void destroy(evloop *loop)
 {
-    /* The queues first: until they are freed, a producer thread that exits may announce its
-     * lane and call the loop's notify (arena.c), which may reach the backend's wake. */
+    /* The pool first: its threads end and their reply lanes are announced, with a notify of
+     * the loop. Then the queues: until they are freed, a producer thread that exits may
+     * announce its lane and call the loop's notify (arena.c), which may reach the backend's
+     * wake. */
+    evloop__work_destroy(loop);
     evloop__ingress_free(loop->external);
     evloop__ingress_free(loop->internal);
     evloop__ingress_free(loop->remote_micro);
@@ -53,18 +55,6 @@ static void destroy(evloop *loop)
     evloop__hooks_destroy(loop);
     evloop__embed_destroy(loop);
     free(loop);
-}
-
-/* CPUs this process may run on: the affinity mask when it can be read (a process pinned
- * to one CPU of a large machine must not spin), else the online count. */
-static long usable_cpus(void)
-{
-#ifdef __linux__
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        return CPU_COUNT(&set);
-#endif
-    return sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 /* The profile evloop_new starts from: cfg->profile, else $EVLOOP_PROFILE ("" for either
@@ -190,7 +180,7 @@ EVLOOP_API int evloop_new(evloop **out, const evloop_config *cfg)
         return r;
     }
     set_tuning(loop, cfg, p);
-    loop->multi_cpu = usable_cpus() > 1;
+    loop->multi_cpu = evloop__usable_cpus() > 1;
     loop->auto_exit = cfg->auto_exit;
     *out = loop;
     return 0;

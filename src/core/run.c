@@ -14,13 +14,14 @@
 #include "submit.h"
 #include "tick.h"
 #include "timer.h"
+#include "work.h"
 
 static bool nothing_left(evloop *loop)
 {
     /* A watched signal keeps an auto_exit loop running, as a timer or an fd does. */
     return !evloop__has_work(loop) && !evloop__has_timers(loop) &&
            atomic_load_explicit(&loop->nfds, memory_order_relaxed) == 0 &&
-           !evloop__signals_watched(loop);
+           !evloop__signals_watched(loop) && !evloop__work_busy(loop);
 }
 
 /* After a tick: a stopping loop ends its pending completion operations (-ECANCELED, their
@@ -50,7 +51,7 @@ static int run_until_drained(evloop *loop)
         /* Only once every queue is closed is "no work" final: until then a producer
          * may still be accepted by a queue that stop() has not reached yet. */
         bool closed = stop_seen(loop);
-        if (closed && !evloop__has_work(loop))
+        if (closed && !evloop__has_work(loop) && !evloop__work_busy(loop))
             return err;
         if (loop->auto_exit && nothing_left(loop))
             evloop__stop(loop);
@@ -92,7 +93,8 @@ bool evloop__drained(evloop *loop)
 {
     if (loop->auto_exit && nothing_left(loop))
         evloop__stop(loop);
-    return stop_seen(loop) && !evloop__has_work(loop); /* as in run_until_drained() */
+    /* as in run_until_drained() */
+    return stop_seen(loop) && !evloop__has_work(loop) && !evloop__work_busy(loop);
 }
 
 /* Each argument released goes through the release notification (release.c). On the loop

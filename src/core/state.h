@@ -25,6 +25,8 @@
 #define EVLOOP__BUDGET_MAX 4096 /* profile's budget is fitted into it (lifecycle.c) */
 #define EVLOOP__SIGNAL_WORDS 2  /* pending bits for signal numbers 0..127 */
 
+struct evloop__work_pool; /* work.c */
+
 struct evloop__timer {
     uint64_t deadline, interval, order;
     evloop_cb cb;
@@ -113,6 +115,11 @@ struct evloop {
     _Atomic int embed_fd;          /* the fd, -1 until made */
     struct evloop__pollable embed; /* what the backend made: fds owned by the backend */
     bool embed_watching;           /* loop thread: wait()'s readiness is in the fd now */
+
+    /* The work pool (work.c): made by the first evloop_work_submit or _configure (the loop
+     * thread, or the one thread allowed while none runs the loop), published with a release
+     * store for evloop_work_stats; NULL until then. */
+    _Atomic(struct evloop__work_pool *) work;
 
     /* The release notification (release.c): any thread sets it, the terminating thread
      * calls it. */

@@ -13,6 +13,7 @@
 #include "tick.h"
 #include "tick_poll.h"
 #include "timer.h"
+#include "work.h"
 
 #define FENCE_INTERVAL_NS 1000000 /* heavy barriers a busy loop makes for idle lanes */
 #define CHASE_PAUSES 128 /* pause rounds the loop lets producers get ahead at most */
@@ -21,6 +22,7 @@
 #define SPIN_PREEMPTED_NS 100000  /* a gap this long inside a spin: the CPU was taken away */
 #define SPIN_PAUSE_MIN_NS 10000000 /* no spinning for 10 ms after that, */
 #define SPIN_PAUSE_MAX_NS 1000000000 /* doubling up to a second while it keeps happening */
+#define STOP_WAIT_NS 1000000 /* a stopping loop's wait for the pool is re-checked this often */
 
 /* Runs what is in a loop-thread queue now; what those tasks submit waits a tick. */
 static void run_taskq(evloop *loop, struct evloop__taskq *q)
@@ -43,6 +45,7 @@ static void run_local(evloop *loop)
 {
     evloop__drain_microtasks(loop);
     run_internal(loop);
+    evloop__work_run(loop);
     run_taskq(loop, &loop->local);
 }
 
@@ -84,6 +87,9 @@ static void ingress_fenced(evloop *loop)
     evloop__ingress_fenced(loop->external);
     evloop__ingress_fenced(loop->internal);
     evloop__ingress_fenced(loop->remote_micro);
+    struct evloop__ingress *replies = evloop__work_queue(loop);
+    if (replies)
+        evloop__ingress_fenced(replies);
 }
 
 /* A busy loop that never sleeps still settles idle lanes, with a heavy barrier at most
@@ -127,7 +133,8 @@ bool evloop__has_work(evloop *loop)
 {
     return !evloop__taskq_is_empty(&loop->local) ||
            !evloop__taskq_is_empty(&loop->local_internal) || evloop__microtasks_pending(loop) ||
-           !evloop__ingress_is_empty(loop->internal) || !evloop__ingress_is_empty(loop->external);
+           !evloop__ingress_is_empty(loop->internal) || !evloop__ingress_is_empty(loop->external) ||
+           evloop__work_ready(loop);
 }
 
 /* Adaptive spin (spin_ns = -1): a spin that finds nothing halves the window; a sleep
@@ -220,9 +227,11 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
 static bool needs_heavy(void *arg)
 {
     evloop *loop = arg;
+    struct evloop__ingress *replies = evloop__work_queue(loop);
     return evloop__ingress_needs_heavy(loop->external) ||
            evloop__ingress_needs_heavy(loop->internal) ||
-           evloop__ingress_needs_heavy(loop->remote_micro);
+           evloop__ingress_needs_heavy(loop->remote_micro) ||
+           (replies && evloop__ingress_needs_heavy(replies));
 }
 
 static bool sleep_cancelled(evloop *loop, uint32_t epoch, bool poller)
@@ -284,8 +293,8 @@ static int wait_for_work(evloop *loop, int64_t max_wait_ns)
     bool poller = atomic_load_explicit(&loop->nfds, memory_order_relaxed) > 0;
     if (evloop__has_work(loop) || evloop__signals_pending(loop))
         return poller ? evloop__poll_io(loop, 0) : 0;
-    if (loop->auto_exit && !poller && !evloop__has_timers(loop) &&
-        !evloop__signals_watched(loop))
+    if (loop->auto_exit && !poller && !evloop__has_timers(loop) && !evloop__signals_watched(loop) &&
+        !evloop__work_busy(loop))
         return 0; /* nothing left: evloop_run() stops the loop instead of sleeping */
     uint32_t epoch = evloop__sleep_epoch(&loop->sleep);
     uint64_t now = evloop__clock_ns();
@@ -300,12 +309,39 @@ static int wait_for_work(evloop *loop, int64_t max_wait_ns)
     return prepare_sleep(loop, timeout, epoch);
 }
 
+/* A stopping loop whose pool still runs items (their done callbacks must run before the run
+ * ends) and that has nothing else to do: sleeps on the word until a reply arrives, with the
+ * announce and re-check of prepare_sleep() and no fds. The block is bounded (STOP_WAIT_NS):
+ * on io_uring a futex wait the ring armed on the same word may still be queued, and a
+ * waker's FUTEX_WAKE of one waiter could go to it instead. */
+static void wait_for_pool(evloop *loop, int64_t max_wait_ns)
+{
+    if (max_wait_ns == 0)
+        return;
+    int64_t timeout = max_wait_ns > 0 && max_wait_ns < STOP_WAIT_NS ? max_wait_ns : STOP_WAIT_NS;
+    evloop__sleep_announce(&loop->sleep, EVLOOP__SLEEP_WORD, needs_heavy, loop);
+    ingress_fenced(loop);
+    if (evloop__has_work(loop) || !evloop__work_busy(loop)) {
+        evloop__sleep_cancel(&loop->sleep);
+        return;
+    }
+    evloop__count(&loop->stats.futex_sleeps, 1);
+    evloop__sleep_block(&loop->sleep, EVLOOP__SLEEP_WORD, timeout);
+    evloop__sleep_finish(&loop->sleep);
+}
+
 /* Waits for work (at most max_wait_ns; -1: no bound but the timers) and runs fd callbacks,
  * with the PREPARE hooks before and the CHECK hooks after (hooks.c). */
 static int poll_or_sleep(evloop *loop, int64_t max_wait_ns)
 {
-    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed))
-        return 0; /* shutdown drains tasks only: no fd callbacks, no timers, no hooks */
+    if (atomic_load_explicit(&loop->stopping, memory_order_relaxed)) {
+        /* Shutdown drains tasks only: no fd callbacks, no timers, no hooks. The pool's items
+         * no thread has started are cancelled; the loop waits for those running. */
+        evloop__work_stop(loop);
+        if (evloop__work_busy(loop) && !evloop__has_work(loop))
+            wait_for_pool(loop, max_wait_ns);
+        return 0;
+    }
     if (evloop__hooks_any(loop, EVLOOP_HOOK_PREPARE))
         evloop__run_hooks(loop, EVLOOP_HOOK_PREPARE);
     int r = wait_for_work(loop, max_wait_ns);
