@@ -157,6 +157,8 @@ static const char *errno_name(int rc)
     case EBUSY: return "-EBUSY";
     case ENOMEM: return "-ENOMEM";
     case EPERM: return "-EPERM";
+    case ECANCELED: return "-ECANCELED";
+    case EALREADY: return "-EALREADY";
     default: return "?";
     }
 }
