@@ -361,11 +361,14 @@ static int grow_items(struct evloop__work_pool *p)
     if (!blocks)
         return -ENOMEM;
     p->blocks = blocks;
-    struct item *b = calloc(BLOCK_ITEMS, sizeof(*b));
+    struct item *b = malloc(BLOCK_ITEMS * sizeof(*b)); /* each item is set when it is used */
     if (!b)
         return -ENOMEM;
     for (uint32_t i = 0; i < BLOCK_ITEMS; i++) {
+        atomic_init(&b[i].state, CANCELLED);
         b[i].pool = p;
+        b[i].gen = 0;
+        b[i].live = false;
         b[i].index = p->nblocks * BLOCK_ITEMS + i;
         b[i].next = i + 1 < BLOCK_ITEMS ? &b[i + 1] : p->free_items;
     }
@@ -406,7 +409,10 @@ static void deliver(struct evloop__work_pool *p, struct item *it, int status)
     if (!done)
         return;
     done(arg, status);
-    evloop__drain_microtasks(loop);
+    /* The loop's own microtasks after each callback; those queued from other threads once
+     * per batch of replies (evloop__work_run), as evloop__run_tasks does. */
+    if (!evloop__taskq_is_empty(&loop->micro))
+        evloop__drain_microtasks(loop);
     evloop__count(&loop->stats.tasks_run, 1);
 }
 
@@ -475,6 +481,7 @@ void evloop__work_run(evloop *loop)
             break;
         for (size_t i = 0; i < n; i++)
             batch[i].cb(batch[i].arg);
+        evloop__drain_microtasks(loop);
     }
     /* A done callback may cancel more: they join the list and run here too. */
     while (p->cancelled) {
