@@ -1,0 +1,223 @@
+/* The work pool against libuv's uv_queue_work (issue 31): a work round trip (submit a no-op
+ * from the loop thread, wait for its done callback, submit the next: p50 and p99 of each
+ * round trip) and the throughput of many tiny items (all submitted at once from the loop
+ * thread, time until the last done callback). Each system with its default pool (evloop:
+ * evloop_work_config_init; libuv: 4 threads, UV_THREADPOOL_SIZE to change), unless
+ * -t THREADS sets both (-s SPIN_NS: evloop's spin_ns). One line of JSON per run, for
+ * bench/work_pool.sh to compare.
+ *   work_pool evloop|libuv rtt [N]      (N round trips, default 20000; the first 1000 warm up)
+ *   work_pool evloop|libuv tput [N]     (N items, default 1000000)
+ * A benchmark never asserts: a failed call prints an error and exits 1. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <uv.h>
+
+#include "evloop.h"
+
+#define WARMUP 1000
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static long g_n, g_done;
+static uint64_t *g_lat, g_t0, g_sent_at;
+static unsigned g_threads;
+static int64_t g_spin_ns = -2; /* -s: evloop's spin_ns; -2: the default */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void die(const char *what, int r)
+{
+    fprintf(stderr, "work_pool: %s: %d\n", what, r);
+    exit(1);
+}
+
+static void report(const char *sys, const char *mode, uint64_t elapsed)
+{
+    if (strcmp(mode, "rtt") == 0) {
+        long m = g_n - WARMUP;
+        qsort(g_lat + WARMUP, (size_t)m, sizeof(*g_lat), cmp_u64);
+        printf("{\"system\":\"%s\",\"mode\":\"rtt\",\"n\":%ld,\"threads\":%u,\"p50_ns\":%llu,"
+               "\"p99_ns\":%llu}\n",
+               sys, m, g_threads, (unsigned long long)g_lat[WARMUP + m / 2],
+               (unsigned long long)g_lat[WARMUP + m * 99 / 100]);
+    } else {
+        printf("{\"system\":\"%s\",\"mode\":\"tput\",\"n\":%ld,\"threads\":%u,\"ns\":%llu,"
+               "\"items_per_s\":%.0f}\n",
+               sys, g_n, g_threads, (unsigned long long)elapsed, g_n * 1e9 / (double)elapsed);
+    }
+}
+
+/* ---- evloop -------------------------------------------------------------------------------- */
+
+static evloop *g_loop;
+
+static void noop(void *arg)
+{
+    (void)arg;
+}
+
+static void ev_rtt_done(void *arg, int status)
+{
+    (void)arg;
+    if (status != 0)
+        die("done status", status);
+    g_lat[g_done++] = now_ns() - g_sent_at;
+    if (g_done < g_n) {
+        g_sent_at = now_ns();
+        int r = evloop_work_submit(g_loop, noop, ev_rtt_done, NULL, NULL);
+        if (r < 0)
+            die("evloop_work_submit", r);
+    }
+}
+
+static void ev_tput_done(void *arg, int status)
+{
+    (void)arg;
+    (void)status;
+    g_done++;
+}
+
+static uint64_t run_evloop(const char *mode)
+{
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.auto_exit = true;
+    int r = evloop_new(&g_loop, &cfg);
+    if (r < 0)
+        die("evloop_new", r);
+    struct evloop_work_config wc;
+    evloop_work_config_init(&wc);
+    if (g_threads)
+        wc.threads = g_threads;
+    if (g_spin_ns >= -1)
+        wc.spin_ns = g_spin_ns;
+    g_threads = wc.threads;
+    if ((r = evloop_work_configure(g_loop, &wc)) < 0)
+        die("evloop_work_configure", r);
+    bool rtt = strcmp(mode, "rtt") == 0;
+    g_t0 = now_ns();
+    /* Before the run, this thread may submit (no thread runs the loop yet). */
+    if (rtt) {
+        g_sent_at = now_ns();
+        r = evloop_work_submit(g_loop, noop, ev_rtt_done, NULL, NULL);
+    } else {
+        for (long i = 0; i < g_n && r == 0; i++)
+            r = evloop_work_submit(g_loop, noop, ev_tput_done, NULL, NULL);
+    }
+    if (r < 0)
+        die("evloop_work_submit", r);
+    if ((r = evloop_run(g_loop)) < 0)
+        die("evloop_run", r);
+    uint64_t elapsed = now_ns() - g_t0;
+    evloop_free(g_loop);
+    return elapsed;
+}
+
+/* ---- libuv --------------------------------------------------------------------------------- */
+
+static uv_loop_t g_uv;
+static uv_work_t *g_reqs;
+
+static void uv_noop(uv_work_t *req)
+{
+    (void)req;
+}
+
+static void uv_rtt_done(uv_work_t *req, int status)
+{
+    if (status != 0)
+        die("after_work status", status);
+    g_lat[g_done++] = now_ns() - g_sent_at;
+    if (g_done < g_n) {
+        g_sent_at = now_ns();
+        int r = uv_queue_work(&g_uv, req, uv_noop, uv_rtt_done);
+        if (r < 0)
+            die("uv_queue_work", r);
+    }
+}
+
+static void uv_tput_done(uv_work_t *req, int status)
+{
+    (void)req;
+    (void)status;
+    g_done++;
+}
+
+static uint64_t run_libuv(const char *mode)
+{
+    if (g_threads) {
+        char v[16];
+        snprintf(v, sizeof(v), "%u", g_threads);
+        setenv("UV_THREADPOOL_SIZE", v, 1);
+    }
+    const char *env = getenv("UV_THREADPOOL_SIZE");
+    g_threads = env ? (unsigned)atoi(env) : 4;
+    int r = uv_loop_init(&g_uv);
+    if (r < 0)
+        die("uv_loop_init", r);
+    bool rtt = strcmp(mode, "rtt") == 0;
+    g_reqs = calloc(rtt ? 1 : (size_t)g_n, sizeof(*g_reqs));
+    if (!g_reqs)
+        die("calloc", -1);
+    g_t0 = now_ns();
+    if (rtt) {
+        g_sent_at = now_ns();
+        r = uv_queue_work(&g_uv, &g_reqs[0], uv_noop, uv_rtt_done);
+    } else {
+        for (long i = 0; i < g_n && r == 0; i++)
+            r = uv_queue_work(&g_uv, &g_reqs[i], uv_noop, uv_tput_done);
+    }
+    if (r < 0)
+        die("uv_queue_work", r);
+    uv_run(&g_uv, UV_RUN_DEFAULT);
+    uint64_t elapsed = now_ns() - g_t0;
+    uv_loop_close(&g_uv);
+    free(g_reqs);
+    return elapsed;
+}
+
+int main(int argc, char **argv)
+{
+    int a = 1;
+    for (; argc - a > 2 && argv[a][0] == '-'; a += 2) {
+        if (strcmp(argv[a], "-t") == 0)
+            g_threads = (unsigned)atoi(argv[a + 1]);
+        else if (strcmp(argv[a], "-s") == 0)
+            g_spin_ns = atoll(argv[a + 1]);
+    }
+    if (argc - a < 2 || (strcmp(argv[a + 1], "rtt") != 0 && strcmp(argv[a + 1], "tput") != 0)) {
+        fprintf(stderr, "usage: work_pool [-t THREADS] [-s SPIN_NS] evloop|libuv rtt|tput [N]\n");
+        return 2;
+    }
+    const char *sys = argv[a], *mode = argv[a + 1];
+    bool rtt = strcmp(mode, "rtt") == 0;
+    g_n = argc - a > 2 ? atol(argv[a + 2]) : rtt ? 20000 : 1000000;
+    if (rtt && g_n <= WARMUP)
+        g_n = WARMUP + 1;
+    g_lat = rtt ? calloc((size_t)g_n, sizeof(*g_lat)) : NULL;
+    uint64_t elapsed;
+    if (strcmp(sys, "evloop") == 0)
+        elapsed = run_evloop(mode);
+    else if (strcmp(sys, "libuv") == 0)
+        elapsed = run_libuv(mode);
+    else
+        die("unknown system", 0);
+    if (g_done != g_n)
+        die("items lost", (int)(g_n - g_done));
+    report(sys, mode, elapsed);
+    free(g_lat);
+    return 0;
+}
