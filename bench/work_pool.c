@@ -208,7 +208,7 @@ int main(int argc, char **argv)
     if (rtt && g_n <= WARMUP)
         g_n = WARMUP + 1;
     g_lat = rtt ? calloc((size_t)g_n, sizeof(*g_lat)) : NULL;
-    uint64_t elapsed;
+    uint64_t elapsed = 0;
     if (strcmp(sys, "evloop") == 0)
         elapsed = run_evloop(mode);
     else if (strcmp(sys, "libuv") == 0)
