@@ -386,6 +386,47 @@ static void test_cancel_of_an_unknown_or_reused_id_is_enoent(void **state)
     test_loop_free(loop);
 }
 
+/* Cancels race the pool threads' claims: each item is reported once, and a cancel that
+ * returned 0 means its work never ran. */
+static int g_race_n;
+static atomic_int g_race_cancel_rc[MAX_JOBS];
+
+static void submit_and_cancel_every_other(evloop *loop)
+{
+    evloop_work_id id;
+    for (int i = 0; i < g_race_n; i++) {
+        CHECK_EQ(evloop_work_submit(loop, job_work, job_done, &g_jobs[i], &id), 0);
+        if (i % 2 == 1) {
+            int r = evloop_work_cancel(loop, id);
+            CHECK(r == 0 || r == -EBUSY || r == -EALREADY);
+            atomic_store(&g_race_cancel_rc[i], r);
+        }
+    }
+}
+
+static void test_cancel_racing_the_pool_threads_reports_each_item_once(void **state)
+{
+    (void)state;
+    g_race_n = TEST_SIZE(4000) > 500 ? TEST_SIZE(4000) : 500;
+    for (int round = 0; round < 3; round++) {
+        evloop *loop = new_loop(false);
+        configure(loop, 3, round == 0 ? 0 : -1);
+        jobs_reset(loop, g_race_n);
+        struct test_runner r;
+        test_runner_start(&r, loop);
+        run_on_loop(loop, submit_and_cancel_every_other);
+        assert_true(wait_for_count(&g_done, (uint64_t)g_race_n));
+        test_runner_stop(&r);
+        assert_jobs_reported_once(g_race_n);
+        for (int i = 1; i < g_race_n; i += 2)
+            if (atomic_load(&g_race_cancel_rc[i]) == 0)
+                assert_int_equal(atomic_load(&g_jobs[i].status), -ECANCELED);
+            else
+                assert_int_equal(atomic_load(&g_jobs[i].status), 0);
+        test_loop_free(loop);
+    }
+}
+
 /* ---- stop and free with items pending ----------------------------------------------------- */
 
 static struct test_gate g_stop_gate;
@@ -689,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_cancel_before_start_reports_ecanceled_and_the_work_never_runs),
         cmocka_unit_test(test_cancel_while_running_is_ebusy_and_done_reports_success),
         cmocka_unit_test(test_cancel_of_an_unknown_or_reused_id_is_enoent),
+        cmocka_unit_test(test_cancel_racing_the_pool_threads_reports_each_item_once),
         cmocka_unit_test(test_stop_with_items_pending_runs_or_reports_every_one),
         cmocka_unit_test(test_free_without_a_run_reports_every_submitted_item),
         cmocka_unit_test(test_stop_racing_a_stream_of_items_loses_none),
