@@ -380,12 +380,13 @@ EVLOOP_API bool evloop_on_loop_thread(const evloop *loop);
  * to do) and runs what came. The wait may also end with nothing run (a timer started or an fd
  * added from another thread), so read evloop_backend_timeout_ns() again after each call.
  * After evloop_stop it runs what was accepted (no timer, fd or signal callback, no hook) and
- * never waits; the call that finds everything run releases timers, fds, signals and hooks
- * and leaves the loop TERMINATED. Returns the number of callbacks run (tasks, microtasks,
- * timer, fd and signal callbacks; hooks are not counted), >= 0; -EINVAL (NULL loop,
- * timeout_ns < -1), -EBUSY (another thread is inside evloop_run or evloop_run_once, or the
- * call comes from one of this loop's callbacks), -ESHUTDOWN (the loop has terminated), or
- * the -errno of a poller failure (the loop is not stopped then: evloop_stop ends it).
+ * waits only for work-pool items still running (at most timeout_ns); the call that finds
+ * everything run releases timers, fds, signals and hooks and leaves the loop TERMINATED.
+ * Returns the number of callbacks run (tasks, microtasks, timer, fd and signal callbacks;
+ * hooks are not counted), >= 0; -EINVAL (NULL loop, timeout_ns < -1), -EBUSY (another
+ * thread is inside evloop_run or evloop_run_once, or the call comes from one of this loop's
+ * callbacks), -ESHUTDOWN (the loop has terminated), or the -errno of a poller failure (the
+ * loop is not stopped then: evloop_stop ends it).
  * Any thread, one at a time. */
 EVLOOP_API int evloop_run_once(evloop *loop, int64_t timeout_ns);
 
