@@ -307,7 +307,7 @@ def _run_debug(loop: "EventLoop", handle: events.Handle) -> None:
 # The core fills and runs the stdlib's own handle classes (False: their layout is not the
 # one it knows, and it makes and runs them through their Python code instead).
 _NATIVE_HANDLES = _asyncio_core._aio_setup(events.Handle, events.TimerHandle, _callback_failed,
-                                           _run_debug)
+                                           _run_debug, base_events.BaseEventLoop.run_forever)
 
 
 # Whether the stdlib's _make_socket_transport first refuses an fd that a transport still uses
@@ -443,7 +443,7 @@ _asyncio_core._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
 # (src/aio/aio.h's Hook, bit by bit): where a subclass overrides one, or one is set on the
 # instance, the core calls it as the stdlib does.
 _HOOKS = ("time", "call_at", "_process_events", "_write_to_self",
-          "_add_reader", "_add_writer", "_remove_reader", "_remove_writer")
+          "_add_reader", "_add_writer", "_remove_reader", "_remove_writer", "_run_once")
 
 
 class EventLoop(_asyncio_core._AioCore,  # type: ignore[misc,valid-type]

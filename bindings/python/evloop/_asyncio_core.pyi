@@ -59,9 +59,10 @@ class _AioCore:
     def get_debug(self) -> bool: ...
 
 def _aio_setup(handle: type, timer_handle: type, callback_failed: Callable[..., object],
-               run_debug: Callable[..., object]) -> bool:
-    """The stdlib's handle classes and _aio's two helpers; True if handles are made and run
-    natively (their layout is the expected one)."""
+               run_debug: Callable[..., object], run_forever: Callable[..., object]) -> bool:
+    """The stdlib's handle classes, _aio's two helpers and BaseEventLoop.run_forever (whose
+    loop _run_once continues in C); True if handles are made and run natively (their layout
+    is the expected one)."""
 
 def _aio_fds_setup(selector_key: type, add_reader: Callable[..., object],
                    add_writer: Callable[..., object], remove_reader: Callable[..., object],

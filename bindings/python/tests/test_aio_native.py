@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import gc
 import logging
+import signal
 import sys
 import threading
 import time
@@ -639,3 +640,117 @@ def test_many_call_soon_and_timers_leak_nothing(aloop):
         tracemalloc.stop()
     assert len(gc.get_objects()) <= n + 50
     assert grown < 200_000, grown
+
+
+# ------------------------------------------------------------------ run_forever's loop in C
+
+
+def _count_run_once(loop):
+    """Wraps the loop's _run_once on the instance: the number of calls run_forever made."""
+    calls = [0]
+    native = loop._run_once
+
+    def counted():
+        calls[0] += 1
+        native()
+
+    loop._run_once = counted
+    return calls
+
+
+def test_run_forever_calls_a_run_once_set_on_the_instance_each_iteration(either):
+    calls = _count_run_once(either)
+    left = [50]
+
+    def cb():
+        left[0] -= 1
+        if left[0]:
+            either.call_soon(cb)
+        else:
+            either.stop()
+
+    either.call_soon(cb)
+    either.run_forever()
+    assert calls[0] == 50
+    del either._run_once
+    left[0] = 50
+    either.call_soon(cb)
+    either.run_forever()  # the native loop again: same outcome
+    assert left[0] == 0
+
+
+def test_a_run_once_set_while_running_is_called_from_the_next_iteration(either):
+    seen = []
+
+    def patch():
+        calls = _count_run_once(either)
+        seen.append(calls)
+        either.call_soon(either.call_soon, either.stop)
+
+    either.call_soon(either.call_soon, patch)
+    either.run_forever()
+    assert seen[0][0] == 2  # the iteration running patch's call_soon, then the stop's
+
+
+def test_a_subclass_run_once_is_called_each_iteration():
+    for base in (asyncio.SelectorEventLoop, evloop.EventLoop):
+        class Counting(base):
+            calls = 0
+
+            def _run_once(self):
+                Counting.calls += 1
+                super()._run_once()
+
+        loop = Counting()
+        try:
+            for _ in range(3):
+                loop.call_soon(loop.call_soon, loop.call_soon, loop.stop)
+                loop.run_forever()
+        finally:
+            loop.close()
+        assert Counting.calls == 9, base
+
+
+def test_stop_ends_run_forever_after_the_iteration_that_called_it(either):
+    ran = []
+    either.call_soon(ran.append, 1)
+    either.call_soon(either.stop)
+    either.call_soon(ran.append, 2)
+    either.call_soon(lambda: either.call_soon(ran.append, 3))
+    either.run_forever()
+    assert ran == [1, 2] and len(either._ready) == 1
+    either.call_soon(either.stop)
+    either.run_forever()
+    assert ran == [1, 2, 3]
+
+
+def test_a_loop_running_only_c_callbacks_lets_other_threads_run(aloop):
+    """A chain of callbacks with no Python frame (a partial of call_soon scheduling itself)
+    never reaches the eval loop's periodic check: the loop hands the GIL over itself."""
+    import functools
+
+    p = functools.partial(aloop.call_soon)
+    p.__setstate__((aloop.call_soon, (p,), None, None))
+    done = threading.Event()
+
+    def other():
+        time.sleep(0.05)  # the GIL is the loop's again: taking it back needs a hand-over
+        aloop.call_soon_threadsafe(aloop.stop)
+        done.set()
+
+    def too_long(signum, frame):  # runs from the iteration's signal check: a failure, no hang
+        aloop.stop()
+
+    aloop.call_soon(p)
+    t = threading.Thread(target=other)
+    aloop.call_soon(t.start)
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    try:
+        aloop.run_forever()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        p.__setstate__((int, (), None, None))  # break the cycle
+    t.join(10)
+    assert done.is_set()

@@ -58,8 +58,9 @@ struct Layout {
     PyObject *s_context, *s_check_thread, *s_check_callback, *s_write_to_self, *s_process_events,
         *s_select, *s_remove_reader, *s_remove_writer, *s_time, *s_run, *s_events, *s_cancelled,
         *s_scheduled, *s_call_soon, *s_call_soon_threadsafe, *s_call_at, *s_add_reader,
-        *s_add_writer;
-    PyObject *const *hook_names[8]; // by Hook bit: s_time, s_call_at, ...
+        *s_add_writer, *s_run_once;
+    PyObject *const *hook_names[9]; // by Hook bit: s_time, s_call_at, ...
+    PyObject *run_forever_code = nullptr; // BaseEventLoop.run_forever.__code__ (see core.cpp)
 };
 extern Layout g;
 
@@ -68,15 +69,17 @@ extern Layout g;
 // (mock.patch.object(loop, "time"), as web frameworks' tests do), the core calls it as the
 // stdlib does: time() from the iteration and call_later, call_at() from call_later,
 // _process_events() from the iteration, _write_to_self() from call_soon_threadsafe, and the
-// four fd registry methods from sock_recv (which then takes the stdlib's way).
+// four fd registry methods from sock_recv (which then takes the stdlib's way); a _run_once of
+// its own is what run_forever calls, one iteration at a time.
 enum Hook : unsigned {
     H_TIME = 1u << 0,
     H_CALL_AT = 1u << 1,
     H_PROCESS_EVENTS = 1u << 2,
     H_WRITE_TO_SELF = 1u << 3,
     H_FDS = 0xfu << 4, // _add_reader, _add_writer, _remove_reader, _remove_writer
+    H_RUN_ONCE = 1u << 8,
 };
-constexpr unsigned kHooks = 8;
+constexpr unsigned kHooks = 9;
 
 inline PyObject *&slot(PyObject *o, Py_ssize_t off)
 {

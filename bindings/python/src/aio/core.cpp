@@ -934,20 +934,15 @@ int poll_io(Core *self, int64_t timeout_ns)
 
 constexpr double kMaxSelectTimeout = 24 * 3600; // the stdlib's MAXIMUM_SELECT_TIMEOUT
 
-// _run_once: one iteration, in the stdlib's order: drop cancelled timers, poll (no wait if
-// something is ready or the loop is stopping, else until the earliest timer), queue the I/O
-// callbacks, then the timers due (before now + clock resolution), then run the handles that
-// were ready at that point; those they schedule run in the next iteration.
-PyObject *core_run_once(PyObject *me, PyObject *)
+// One iteration, in the stdlib's order: drop cancelled timers, poll (no wait if something is
+// ready or the loop is stopping, else until the earliest timer), queue the I/O callbacks, then
+// the timers due (before now + clock resolution), then run the handles that were ready at that
+// point; those they schedule run in the next iteration. 0, or -1 with an exception set.
+int run_iteration(Core *self)
 {
-    Core *self = reinterpret_cast<Core *>(me);
-    if (!self->raw) {
-        PyErr_SetString(PyExc_RuntimeError, "evloop: the loop's C part is not attached");
-        return nullptr;
-    }
     settle_fresh(self);
     if (drop_cancelled_timers(self) < 0)
-        return nullptr;
+        return -1;
     // Before reading the queue: a call_soon_threadsafe from now on wakes the wait below.
     self->wake_pending = false;
     int64_t timeout_ns = -1;
@@ -956,37 +951,89 @@ PyObject *core_run_once(PyObject *me, PyObject *)
     } else if (self->timers.n) {
         double now = loop_time(self);
         if (now == -1.0 && PyErr_Occurred())
-            return nullptr;
+            return -1;
         double t = self->timers.a[0].when - now;
         t = t > kMaxSelectTimeout ? kMaxSelectTimeout : t < 0 || std::isnan(t) ? 0 : t;
         timeout_ns = int64_t(std::ceil(t * 1e9)); // never early
     }
     if (poll_io(self, timeout_ns) < 0)
-        return nullptr;
+        return -1;
     if (self->timers.n) {
         double end = loop_time(self);
         if (end == -1.0 && PyErr_Occurred())
-            return nullptr;
+            return -1;
         end += self->clock_resolution;
         while (self->timers.n && self->timers.a[0].when < end) {
             PyObject *h = heap_pop(&self->timers);
             if (set_scheduled(h, Py_False) < 0) {
                 Py_DECREF(h);
-                return nullptr;
+                return -1;
             }
             if (ring_push(&self->ready, h) < 0)
-                return nullptr;
+                return -1;
         }
     }
     for (size_t todo = self->ready.len; todo && self->ready.len; todo--) {
         PyObject *h = ring_pop(&self->ready);
         retrack(self, h);
         if (run_handle(self, h) < 0)
-            return nullptr;
+            return -1;
     }
     if (!self->ready.len && self->ready.cap > 65536) { // give back a burst's memory
         PyMem_Free(self->ready.buf);
         self->ready = Ring{nullptr, 0, 0, 0};
+    }
+    return 0;
+}
+
+// Whether the Python frame calling us is the stdlib's BaseEventLoop.run_forever (its code
+// object, given to _aio_setup): then its `while True: self._run_once(); if self._stopping:
+// break` can run here.
+bool called_by_run_forever()
+{
+    if (!g.run_forever_code)
+        return false;
+    PyFrameObject *f = PyEval_GetFrame(); // borrowed
+    if (!f)
+        return false;
+    PyCodeObject *code = PyFrame_GetCode(f);
+    bool r = reinterpret_cast<PyObject *>(code) == g.run_forever_code;
+    Py_DECREF(code);
+    return r;
+}
+
+// The iterations a C run of run_forever's loop makes between two releases of the GIL when
+// none of them released it (a poll that cannot wait keeps it): what the eval loop's periodic
+// check did between two Python calls of _run_once, for callbacks that are all C.
+constexpr unsigned kGilYieldEvery = 1024;
+
+// _run_once: one iteration. Called by the stdlib's run_forever (outside debug mode, and while
+// no _run_once is set on the instance), it goes on with the next ones here, as that loop would,
+// until _stopping is set: the stdlib's setup and clean-up around the loop stay its own, and
+// what its `while` did between iterations is done here (the stop check; signal handlers and
+// pending calls; the GIL handed to a thread that asked for it).
+PyObject *core_run_once(PyObject *me, PyObject *)
+{
+    Core *self = reinterpret_cast<Core *>(me);
+    if (!self->raw) {
+        PyErr_SetString(PyExc_RuntimeError, "evloop: the loop's C part is not attached");
+        return nullptr;
+    }
+    if (run_iteration(self) < 0)
+        return nullptr;
+    if (self->stopping || self->debug || (self->hooks & H_RUN_ONCE) || !called_by_run_forever())
+        Py_RETURN_NONE;
+    for (unsigned n = 1; !self->stopping && !self->debug && !(self->hooks & H_RUN_ONCE); n++) {
+        if (n % kGilYieldEvery == 0) {
+            Py_BEGIN_ALLOW_THREADS
+            Py_END_ALLOW_THREADS
+            if (Py_MakePendingCalls() < 0)
+                return nullptr;
+        }
+        if (!self->raw) // closed by a callback (close() refuses while running; be safe)
+            break;
+        if (run_iteration(self) < 0)
+            return nullptr;
     }
     Py_RETURN_NONE;
 }
@@ -1331,14 +1378,18 @@ PyGetSetDef core_getset[] = {
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
-// _aio_setup(Handle, TimerHandle, callback_failed, run_debug): the stdlib's handle classes
-// and the two Python helpers; True if handles can be made and run natively.
+// _aio_setup(Handle, TimerHandle, callback_failed, run_debug, run_forever): the stdlib's
+// handle classes, the two Python helpers and BaseEventLoop.run_forever (whose loop
+// core_run_once continues in C); True if handles can be made and run natively.
 PyObject *setup(PyObject *, PyObject *const *argv, Py_ssize_t n)
 {
-    if (n != 4 || !PyType_Check(argv[0]) || !PyType_Check(argv[1])) {
-        PyErr_SetString(PyExc_TypeError, "_aio_setup(Handle, TimerHandle, report, run_debug)");
+    if (n != 5 || !PyType_Check(argv[0]) || !PyType_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_aio_setup(Handle, TimerHandle, report, run_debug, run_forever)");
         return nullptr;
     }
+    PyObject *code = PyFunction_Check(argv[4]) ? PyFunction_GET_CODE(argv[4]) : nullptr;
+    Py_XSETREF(g.run_forever_code, Py_XNewRef(code));
     auto *ht = reinterpret_cast<PyTypeObject *>(argv[0]);
     auto *tt = reinterpret_cast<PyTypeObject *>(argv[1]);
     Py_XSETREF(g.handle_t, reinterpret_cast<PyTypeObject *>(Py_NewRef(argv[0])));
@@ -1358,7 +1409,8 @@ PyObject *setup(PyObject *, PyObject *const *argv, Py_ssize_t n)
 }
 
 PyMethodDef setup_def = {"_aio_setup", EVLOOP_FASTKW(setup), METH_FASTCALL,
-                         "_aio_setup(Handle, TimerHandle, callback_failed, run_debug)."};
+                         "_aio_setup(Handle, TimerHandle, callback_failed, run_debug, "
+                         "run_forever)."};
 
 // fn(self, *argv), argv as a vectorcall's (n positional, then one per name in kwnames).
 PyObject *call_with_self(PyObject *fn, PyObject *self, PyObject *const *argv, Py_ssize_t n,
@@ -1420,12 +1472,13 @@ int register_core(PyObject *m)
                           {&g.s_call_soon_threadsafe, "call_soon_threadsafe"},
                           {&g.s_call_at, "call_at"},
                           {&g.s_add_reader, "_add_reader"},
-                          {&g.s_add_writer, "_add_writer"}};
+                          {&g.s_add_writer, "_add_writer"},
+                          {&g.s_run_once, "_run_once"}};
     if (intern_names(names) < 0)
         return -1;
     PyObject *const *hooks[kHooks] = {&g.s_time,          &g.s_call_at,     &g.s_process_events,
                                       &g.s_write_to_self, &g.s_add_reader,  &g.s_add_writer,
-                                      &g.s_remove_reader, &g.s_remove_writer};
+                                      &g.s_remove_reader, &g.s_remove_writer, &g.s_run_once};
     std::memcpy(g.hook_names, hooks, sizeof hooks);
     static PyType_Slot slots[] = {
         {Py_tp_doc,
