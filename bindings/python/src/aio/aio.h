@@ -134,6 +134,9 @@ struct Core {
     // copy make_handle made: see settle_fresh().
     PyObject *fresh;
     bool fresh_ctx;
+    // CLOCK_MONOTONIC in ns at the last zero-timeout poll of run_forever's C loop (0 when
+    // the last poll was another kind): see may_skip_poll().
+    int64_t last_poll_ns;
 };
 
 extern PyTypeObject *g_core_type; // _AioCore, a heap type

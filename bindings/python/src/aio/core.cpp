@@ -934,16 +934,53 @@ int poll_io(Core *self, int64_t timeout_ns)
 
 constexpr double kMaxSelectTimeout = 24 * 3600; // the stdlib's MAXIMUM_SELECT_TIMEOUT
 
+// How long, at most, fd readiness (and the C loop's own work: what other threads submitted,
+// signals through the self-pipe) waits to be seen while handles are ready, in run_forever's C
+// loop: a poll with a zero timeout costs more than most iterations' own work (a syscall and
+// evloop_run_once's tick, ~0.5 us), so that loop makes one only when the last was longer ago
+// than this. An iteration with nothing ready, the first iteration of each run_forever and
+// every _run_once called on its own poll as the stdlib does (bench/results/asyncio-log.md,
+// "Issue 30").
+constexpr int64_t kPollSkipNs = 20000;
+
+inline int64_t monotonic_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Whether this iteration, which would poll with a zero timeout, may leave the poll out: in
+// run_forever's C loop (in_loop), on the native poll path (no selector or _process_events of
+// someone else's, whose select() the stdlib calls each time), the loop not stopping, and the
+// last poll less than kPollSkipNs ago.
+bool may_skip_poll(Core *self, bool in_loop)
+{
+    if (!in_loop || self->stopping || !self->selector || self->selector_attr != self->selector ||
+        (self->hooks & H_PROCESS_EVENTS)) {
+        self->last_poll_ns = 0;
+        return false;
+    }
+    int64_t now = monotonic_ns();
+    if (now - self->last_poll_ns < kPollSkipNs)
+        return true;
+    self->last_poll_ns = now;
+    return false;
+}
+
 // One iteration, in the stdlib's order: drop cancelled timers, poll (no wait if something is
 // ready or the loop is stopping, else until the earliest timer), queue the I/O callbacks, then
 // the timers due (before now + clock resolution), then run the handles that were ready at that
-// point; those they schedule run in the next iteration. 0, or -1 with an exception set.
-int run_iteration(Core *self)
+// point; those they schedule run in the next iteration. in_loop: called by run_forever's C
+// loop, which may leave out a poll that cannot wait (may_skip_poll). 0, or -1 with an
+// exception set.
+int run_iteration(Core *self, bool in_loop)
 {
     settle_fresh(self);
     if (drop_cancelled_timers(self) < 0)
         return -1;
     // Before reading the queue: a call_soon_threadsafe from now on wakes the wait below.
+    bool woken = self->wake_pending;
     self->wake_pending = false;
     int64_t timeout_ns = -1;
     if (self->ready.len || self->stopping) {
@@ -956,8 +993,18 @@ int run_iteration(Core *self)
         t = t > kMaxSelectTimeout ? kMaxSelectTimeout : t < 0 || std::isnan(t) ? 0 : t;
         timeout_ns = int64_t(std::ceil(t * 1e9)); // never early
     }
-    if (poll_io(self, timeout_ns) < 0)
-        return -1;
+    if (timeout_ns == 0 && may_skip_poll(self, in_loop)) {
+        // No wait follows: a wake made since the last poll is still on its way, unseen.
+        self->wake_pending = woken;
+        // A Python signal handler (Ctrl-C) runs here, as after a poll.
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+    } else {
+        if (timeout_ns != 0)
+            self->last_poll_ns = 0;
+        if (poll_io(self, timeout_ns) < 0)
+            return -1;
+    }
     if (self->timers.n) {
         double end = loop_time(self);
         if (end == -1.0 && PyErr_Occurred())
@@ -1019,7 +1066,7 @@ PyObject *core_run_once(PyObject *me, PyObject *)
         PyErr_SetString(PyExc_RuntimeError, "evloop: the loop's C part is not attached");
         return nullptr;
     }
-    if (run_iteration(self) < 0)
+    if (run_iteration(self, false) < 0)
         return nullptr;
     if (self->stopping || self->debug || (self->hooks & H_RUN_ONCE) || !called_by_run_forever())
         Py_RETURN_NONE;
@@ -1032,7 +1079,7 @@ PyObject *core_run_once(PyObject *me, PyObject *)
         }
         if (!self->raw) // closed by a callback (close() refuses while running; be safe)
             break;
-        if (run_iteration(self) < 0)
+        if (run_iteration(self, true) < 0)
             return nullptr;
     }
     Py_RETURN_NONE;
