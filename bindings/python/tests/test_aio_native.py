@@ -819,3 +819,87 @@ def test_io_is_seen_while_handles_are_always_ready(either):
         a.close()
         b.close()
     assert got == [b"!"] and spins[0] >= 1000
+
+
+# ------------------------------------------------------------------ timers untracked while only the heap holds them
+
+
+def test_what_only_pending_timers_hold_survives_a_collection(aloop):
+    seen = []
+    refs = []
+    for i in range(1000):
+        o = _Obj()
+        o.me = o  # a cycle, so only the collector could free it
+        o.i = i
+        refs.append(weakref.ref(o))
+        aloop.call_later(0.001 * (i % 7), lambda o=o: seen.append(o.i))
+        aloop.call_at(aloop.time() + 0.002, seen.append, (o,))
+    del o
+    gc.collect()
+    assert all(r() is not None for r in refs)
+    aloop.call_later(0.05, aloop.stop)
+    aloop.run_forever()
+    assert len(seen) == 2000
+    del seen[:]
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_a_pending_timer_only_the_heap_holds_is_untracked_until_it_leaves(aloop):
+    def cb():
+        pass
+
+    kept = aloop.call_later(3600, cb)
+    aloop.call_later(3600, cb)
+    aloop.call_later(3600, cb).cancel()
+    aloop.call_soon(aloop.stop)
+    aloop.run_forever()  # the iteration settles what call_later made last
+    tracked = [o for o in gc.get_objects()
+               if isinstance(o, asyncio.TimerHandle) and o._loop is aloop]
+    assert tracked == [kept]  # the other two are held by the heap only
+    timers = list(aloop._scheduled)  # the view hands them out tracked again
+    assert len(timers) == 3 and all(gc.is_tracked(t) for t in timers)
+    assert all(gc.is_tracked(t._context) for t in timers)
+    del timers
+    for t in aloop._scheduled:
+        t.cancel()
+
+
+def test_an_abandoned_loop_with_pending_timers_is_collected():
+    gc.collect()
+    loop = evloop.new_event_loop()
+    wl = weakref.ref(loop)
+    o = _Obj()
+    o.loop = loop
+    wo = weakref.ref(o)
+    for i in range(100):
+        loop.call_later(3600 + i, print, o)
+        loop.call_at(loop.time() + 10, lambda lp=loop: lp)
+    loop.call_soon(int)  # settles the last timer
+    del loop, o
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        gc.collect()
+    assert wl() is None and wo() is None
+
+
+def test_cancelled_pending_timers_are_dropped_tracked_and_freed(aloop):
+    refs = []
+    for i in range(300):  # over 100 timers, over half cancelled: the all-at-once clean-up
+        o = _Obj()
+        refs.append(weakref.ref(o))
+        h = aloop.call_later(3600, print, o)
+        if i % 3:
+            h.cancel()
+        del h, o
+    aloop.call_soon(aloop.stop)
+    aloop.run_forever()
+    gc.collect()
+    assert sum(r() is None for r in refs) == 200
+    assert len(aloop._scheduled) == 100
+    for t in aloop._scheduled:
+        assert gc.is_tracked(t) and not t.cancelled()
+        t.cancel()
+    aloop.call_soon(aloop.stop)
+    aloop.run_forever()
+    assert len(aloop._scheduled) == 0

@@ -134,6 +134,9 @@ struct Core {
     // copy make_handle made: see settle_fresh().
     PyObject *fresh;
     bool fresh_ctx;
+    // The same for the TimerHandle that call_at / call_later pushed on the heap last.
+    PyObject *fresh_timer;
+    bool fresh_timer_ctx;
     // CLOCK_MONOTONIC in ns at the last zero-timeout poll of run_forever's C loop (0 when
     // the last poll was another kind): see may_skip_poll().
     int64_t last_poll_ns;

@@ -430,35 +430,56 @@ int run_handle(Core *self, PyObject *h)
 // traverse, promote and traverse again, for as long as they wait. So a handle that call_soon
 // made, once nothing but the ring refers to it (checked when the next one is queued, or when
 // the iteration starts: by then the caller has dropped what call_soon returned), is
-// untracked, and so is its context copy if only the handle refers to it. While untracked:
+// untracked, and so is its context copy if only the handle refers to it. The same holds for a
+// TimerHandle that call_later / call_at pushed on the heap (checked at the next one, or when
+// the iteration starts), whose wait can be long: 200,000 timers pending are 400,000 objects
+// that every collection of the oldest generation traversed (issue 30). While untracked:
 // - the core's tp_traverse visits what the handle refers to, on its behalf (and the context's
 //   references, through its tp_traverse): the collector sees the same edges as if the core held
 //   them, so a cycle through a queued handle is still found and nothing it refers to can be
 //   taken for garbage;
-// - it is reachable only through the ring: every way out (the iteration's pop, the _ready view,
-//   clear) tracks it, and its context, again first. A context is never freed untracked (its
-//   dealloc expects a tracked object).
+// - it is reachable only through the ring or the heap: every way out (the iteration's pop,
+//   the dropping of cancelled timers, the _ready and _scheduled views, clear) tracks it, and
+//   its context, again first. A context is never freed untracked (its dealloc expects a
+//   tracked object).
 inline bool is_tracked(PyObject *o) { return PyObject_GC_IsTracked(o); }
 
-// The previous fresh handle, if nothing but the ring holds it now: untracked.
-void settle_fresh(Core *self)
+inline bool may_untrack(PyObject *h)
 {
-    PyObject *h = self->fresh;
-    self->fresh = nullptr;
+    return Py_IS_TYPE(h, g.handle_t) || Py_IS_TYPE(h, g.timer_t);
+}
+
+// h, if nothing but the ring or the heap holds it now: untracked, with its context if that is
+// the copy make_handle made (ctx_ours) and only h holds it.
+void untrack_if_queued_only(PyObject *h, bool ctx_ours)
+{
     if (!h || Py_REFCNT(h) != 1 || !is_tracked(h))
         return;
     PyObject_GC_UnTrack(h);
     PyObject *ctx = slot(h, g.context);
-    if (self->fresh_ctx && ctx && Py_REFCNT(ctx) == 1 && is_tracked(ctx))
+    if (ctx_ours && ctx && Py_REFCNT(ctx) == 1 && is_tracked(ctx))
         PyObject_GC_UnTrack(ctx);
 }
 
-// A handle leaving the ring: tracked again (with its context) if it was untracked here.
+// The previous fresh handle and fresh timer, if nothing but the ring or heap holds them now:
+// untracked.
+void settle_fresh(Core *self)
+{
+    PyObject *h = self->fresh, *t = self->fresh_timer;
+    self->fresh = self->fresh_timer = nullptr;
+    untrack_if_queued_only(h, self->fresh_ctx);
+    untrack_if_queued_only(t, self->fresh_timer_ctx);
+}
+
+// A handle leaving the ring or the heap: tracked again (with its context) if it was untracked
+// here.
 inline void retrack(Core *self, PyObject *h)
 {
     if (h == self->fresh)
         self->fresh = nullptr;
-    if (!Py_IS_TYPE(h, g.handle_t) || is_tracked(h)) // only plain Handles are ever untracked
+    if (h == self->fresh_timer)
+        self->fresh_timer = nullptr;
+    if (!may_untrack(h) || is_tracked(h)) // only the stdlib's own handles are ever untracked
         return;
     PyObject_GC_Track(h);
     PyObject *ctx = slot(h, g.context);
@@ -466,10 +487,10 @@ inline void retrack(Core *self, PyObject *h)
         PyObject_GC_Track(ctx);
 }
 
-// tp_traverse's part for one queued handle.
+// tp_traverse's part for one queued handle or timer.
 int traverse_queued(PyObject *h, visitproc visit, void *arg)
 {
-    if (!Py_IS_TYPE(h, g.handle_t) || is_tracked(h)) {
+    if (!may_untrack(h) || is_tracked(h)) {
         Py_VISIT(h);
         return 0;
     }
@@ -482,6 +503,10 @@ int traverse_queued(PyObject *h, visitproc visit, void *arg)
     Py_VISIT(slot(h, g.loop));
     Py_VISIT(slot(h, g.source_tb));
     Py_VISIT(slot(h, g.repr));
+    if (Py_IS_TYPE(h, g.timer_t)) {
+        Py_VISIT(slot(h, g.when));
+        Py_VISIT(slot(h, g.scheduled));
+    }
     PyObject *ctx = slot(h, g.context);
     if (ctx && is_tracked(ctx))
         Py_VISIT(ctx);
@@ -629,12 +654,18 @@ PyObject *schedule_at(Core *self, PyObject *when, PyObject *callback, PyObject *
         Py_DECREF(args);
         return nullptr;
     }
-    PyObject *h = make_handle(self, when, callback, args, context);
+    bool ours;
+    PyObject *h = make_handle(self, when, callback, args, context, &ours);
     if (!h)
         return nullptr;
+    settle_fresh(self);
     if (heap_push(&self->timers, w, Py_NewRef(h)) < 0 || set_scheduled(h, Py_True) < 0) {
         Py_DECREF(h);
         return nullptr;
+    }
+    if (g.recycle && Py_IS_TYPE(h, g.timer_t) && !self->debug) {
+        self->fresh_timer = h;
+        self->fresh_timer_ctx = ours;
     }
     return h;
 }
@@ -801,6 +832,8 @@ int drop_cancelled_timers(Core *self)
         for (size_t i = 0; i < hp->n; i++) {
             Timer t = hp->a[i];
             int c = err ? 0 : is_cancelled(t.h);
+            if (c > 0)
+                retrack(self, t.h);
             if (c > 0 && (set_scheduled(t.h, Py_False) < 0 || PyList_Append(gone, t.h) < 0))
                 c = -1;
             if (c < 0)
@@ -823,6 +856,7 @@ int drop_cancelled_timers(Core *self)
             return c;
         self->timer_cancelled_count--;
         PyObject *h = heap_pop(hp);
+        retrack(self, h);
         int r = set_scheduled(h, Py_False);
         release_handle(h);
         if (r < 0)
@@ -1012,6 +1046,7 @@ int run_iteration(Core *self, bool in_loop)
         end += self->clock_resolution;
         while (self->timers.n && self->timers.a[0].when < end) {
             PyObject *h = heap_pop(&self->timers);
+            retrack(self, h);
             if (set_scheduled(h, Py_False) < 0) {
                 Py_DECREF(h);
                 return -1;
@@ -1138,7 +1173,10 @@ PyObject *core_ready_list(PyObject *me, PyObject *)
 
 PyObject *core_timers_list(PyObject *me, PyObject *)
 {
-    Heap *hp = &reinterpret_cast<Core *>(me)->timers;
+    Core *self = reinterpret_cast<Core *>(me);
+    Heap *hp = &self->timers;
+    for (size_t i = 0; i < hp->n; i++)
+        retrack(self, hp->a[i].h);
     PyObject *l = PyList_New(Py_ssize_t(hp->n));
     for (size_t i = 0; l && i < hp->n; i++)
         PyList_SET_ITEM(l, Py_ssize_t(i), Py_NewRef(hp->a[i].h));
@@ -1192,6 +1230,9 @@ PyObject *clear_ready(Core *self)
 PyObject *clear_timers(Core *self)
 {
     Heap hp = self->timers;
+    for (size_t i = 0; i < hp.n; i++)
+        retrack(self, hp.a[i].h);
+    self->fresh_timer = nullptr;
     self->timers = Heap{nullptr, 0, 0, hp.seq};
     for (size_t i = 0; i < hp.n; i++)
         Py_DECREF(hp.a[i].h);
@@ -1344,8 +1385,11 @@ int core_traverse(PyObject *me, visitproc visit, void *arg)
         if (r)
             return r;
     }
-    for (size_t i = 0; i < self->timers.n; i++)
-        Py_VISIT(self->timers.a[i].h);
+    for (size_t i = 0; i < self->timers.n; i++) {
+        int r = traverse_queued(self->timers.a[i].h, visit, arg);
+        if (r)
+            return r;
+    }
     Py_VISIT(self->closed_o);
     Py_VISIT(self->stopping_o);
     Py_VISIT(self->debug_o);
