@@ -968,11 +968,12 @@ int poll_io(Core *self, int64_t timeout_ns)
 
 constexpr double kMaxSelectTimeout = 24 * 3600; // the stdlib's MAXIMUM_SELECT_TIMEOUT
 
-// How long, at most, fd readiness (and the C loop's own work: what other threads submitted,
-// signals through the self-pipe) waits to be seen while handles are ready, in run_forever's C
-// loop: a poll with a zero timeout costs more than most iterations' own work (a syscall and
-// evloop_run_once's tick, ~0.5 us), so that loop makes one only when the last was longer ago
-// than this. An iteration with nothing ready, the first iteration of each run_forever and
+// How long fd readiness (and the C loop's own work: what other threads submitted, signals
+// through the self-pipe) may wait to be seen while handles are ready or timers due, in
+// run_forever's C loop: a poll with a zero timeout costs more than most iterations' own work
+// (a syscall and evloop_run_once's tick, ~0.5 us), so that loop makes one only when the last
+// was this long ago or more (seen at most this plus one iteration's callbacks later than on the
+// stock loop). An iteration with nothing ready, the first iteration of each run_forever and
 // every _run_once called on its own poll as the stdlib does (bench/results/asyncio-log.md,
 // "Issue 30").
 constexpr int64_t kPollSkipNs = 20000;
