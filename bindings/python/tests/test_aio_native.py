@@ -856,7 +856,12 @@ def test_a_pending_timer_only_the_heap_holds_is_untracked_until_it_leaves(aloop)
     aloop.run_forever()  # the iteration settles what call_later made last
     tracked = [o for o in gc.get_objects()
                if isinstance(o, asyncio.TimerHandle) and o._loop is aloop]
-    assert tracked == [kept]  # the other two are held by the heap only
+    # The other two are held by the heap only: untracked where the core recycles handles
+    # (their class has a weakref slot it can check: 3.11 and 3.12, not 3.13's managed one).
+    if asyncio.TimerHandle.__weakrefoffset__ > 0:
+        assert tracked == [kept]
+    else:
+        assert len(tracked) == 3 and kept in tracked
     timers = list(aloop._scheduled)  # the view hands them out tracked again
     assert len(timers) == 3 and all(gc.is_tracked(t) for t in timers)
     assert all(gc.is_tracked(t._context) for t in timers)
