@@ -974,7 +974,7 @@ constexpr double kMaxSelectTimeout = 24 * 3600; // the stdlib's MAXIMUM_SELECT_T
 // (a syscall and evloop_run_once's tick, ~0.5 us), so that loop makes one only when the last
 // was this long ago or more (seen at most this plus one iteration's callbacks later than on the
 // stock loop). An iteration with nothing ready, the first iteration of each run_forever and
-// every _run_once called on its own poll as the stdlib does (bench/results/asyncio-log.md,
+// every _run_once called on its own poll as the stdlib does (tournament/results/asyncio-log.md,
 // "Issue 30").
 constexpr int64_t kPollSkipNs = 20000;
 
