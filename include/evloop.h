@@ -198,8 +198,9 @@ EVLOOP_API int evloop_io_remove(evloop *loop, int fd);
  * or a negative errno: -ECANCELED after evloop_op_cancel() or evloop_stop() (for a send,
  * whatever part of it was already written), else what the socket reported (-ECONNRESET,
  * -EPIPE, ...). A send that fails may have written part of its bytes (the count is not
- * reported); the sends queued behind it on the fd end with the same error, none of their
- * bytes written, so the peer never gets a later send's bytes after a hole. An accept that
+ * reported); the sends queued behind it on the fd, and those posted before its callback
+ * starts, end with the same error, none of their bytes written, so the peer never gets a
+ * later send's bytes after a hole (from the callback on, sends go out again). An accept that
  * fails with -EMFILE, -ENFILE, -ENOBUFS or -ENOMEM leaves the connection queued: an accept
  * posted again at once fails again at once (the loop runs its other work in between, but
  * the thread never sleeps), so wait before posting it again, for a timer or for an fd to be
