@@ -4,7 +4,7 @@
  * evloop_io_add, cancel (also racing completion), stop and free with ops pending, a peer
  * reset mid-send, a slow reader, EINTR and a tiny completion queue. Calls marked "local"
  * are made on the loop thread (inside a task), "remote" ones from the test thread. */
-#include "test_util.h"
+#include "ops_util.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -18,59 +18,6 @@
 #include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-/* ---- a recorded completion ------------------------------------------------------------- */
-
-struct done {
-    test_counter calls;
-    _Atomic int64_t res;
-    _Atomic int fd;
-    atomic_bool off_loop; /* a callback ran on another thread than the loop's */
-    struct test_runner *runner;
-    test_counter *order; /* if set: the callback stores ++*order into seq */
-    _Atomic uint64_t seq;
-};
-
-static struct test_runner *g_runner; /* the runner of the test now, for thread checks */
-
-static void done_init(struct done *d)
-{
-    memset(d, 0, sizeof *d);
-    atomic_init(&d->res, INT64_MIN);
-    d->runner = g_runner;
-}
-
-static void on_done(void *arg, int fd, int64_t res)
-{
-    struct done *d = arg;
-    if (d->runner && !test_on_runner_thread(d->runner))
-        atomic_store(&d->off_loop, true);
-    atomic_store(&d->fd, fd);
-    atomic_store(&d->res, res);
-    if (d->order)
-        atomic_store(&d->seq, atomic_fetch_add(d->order, 1) + 1);
-    atomic_fetch_add(&d->calls, 1);
-}
-
-/* Waits for d's callback and checks it ran once, on the loop thread. Returns its res. */
-static int64_t wait_done(struct done *d)
-{
-    assert_true(wait_for_count(&d->calls, 1));
-    assert_int_equal(atomic_load(&d->calls), 1);
-    assert_false(atomic_load(&d->off_loop));
-    return atomic_load(&d->res);
-}
-
-/* Checks that d's callback ran exactly once, with res, where nothing is left to wait for (the
- * loop has stopped or been freed); name says which op d is. */
-static void assert_ran_once_with(const char *name, struct done *d, int64_t res)
-{
-    uint64_t calls = atomic_load(&d->calls);
-    int64_t got = atomic_load(&d->res);
-    if (calls != 1 || got != res)
-        fail_msg("%s: %llu callbacks, the last with %lld; expected 1 callback with %lld", name,
-                 (unsigned long long)calls, (long long)got, (long long)res);
-}
 
 /* ---- calls on the loop thread ----------------------------------------------------------- */
 
@@ -128,63 +75,10 @@ static int call_op(bool local, evloop *loop, int kind, int fd, void *buf, size_t
 
 /* ---- sockets ---------------------------------------------------------------------------- */
 
-static int tcp_listener(struct sockaddr_in *addr)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    memset(addr, 0, sizeof *addr);
-    addr->sin_family = AF_INET;
-    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)addr, sizeof *addr), 0);
-    socklen_t len = sizeof *addr;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)addr, &len), 0);
-    assert_int_equal(listen(fd, 128), 0);
-    return fd;
-}
-
-static int tcp_connect(const struct sockaddr_in *addr)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (const struct sockaddr *)addr, sizeof *addr), 0);
-    return fd;
-}
-
-/* A connected loopback TCP pair: s[0] non-blocking (the ops' side), s[1] blocking. */
-static void tcp_pair(int s[2])
-{
-    struct sockaddr_in addr;
-    int l = tcp_listener(&addr);
-    s[1] = tcp_connect(&addr);
-    int fl = fcntl(l, F_GETFL);
-    fcntl(l, F_SETFL, fl & ~O_NONBLOCK);
-    s[0] = accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    assert_true(s[0] >= 0);
-    close(l);
-}
-
 static void close_pair(int s[2])
 {
     close(s[0]);
     close(s[1]);
-}
-
-/* A loop running on its own thread, with g_runner set. */
-static evloop *start_loop(struct test_runner *r, const evloop_config *cfg)
-{
-    evloop *loop = test_loop_new(cfg);
-    g_runner = r;
-    test_runner_start(r, loop);
-    return loop;
-}
-
-static void end_loop(struct test_runner *r, evloop *loop)
-{
-    test_runner_stop(r);
-    test_loop_free(loop);
-    g_runner = NULL;
 }
 
 /* The initial states of a test run twice, once a row in main(): it makes its calls on the
@@ -273,12 +167,13 @@ static void test_accept_gives_a_nonblocking_cloexec_fd_and_is_called_again_for_t
     done_init(&second);
     assert_rc(call_op(true, loop, ACCEPT, l, NULL, 0, &first), 0);
     assert_rc(call_op(true, loop, ACCEPT, l, NULL, 0, &second), -EBUSY); /* one per fd */
-    int c1 = tcp_connect(&addr);
+    int c1 = tcp_connect(&addr, TCP_NO_READ_TIMEOUT);
     int64_t fd1 = wait_done(&first);
     assert_true(fd1 >= 0);
     assert_true(fcntl((int)fd1, F_GETFL) & O_NONBLOCK);
     assert_true(fcntl((int)fd1, F_GETFD) & FD_CLOEXEC);
-    int c2 = tcp_connect(&addr); /* queued before the next accept: found at once */
+    /* queued before the next accept: found at once */
+    int c2 = tcp_connect(&addr, TCP_NO_READ_TIMEOUT);
     done_init(&second);
     assert_rc(call_op(false, loop, ACCEPT, l, NULL, 0, &second), 0);
     int64_t fd2 = wait_done(&second);
@@ -613,14 +508,6 @@ static void bad_arguments(void **state)
 
 /* ---- cancel ----------------------------------------------------------------------------- */
 
-/* Fills s's send buffer so a send waits. */
-static void fill_send_buffer(int fd)
-{
-    static char junk[65536];
-    while (send(fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
-        ;
-}
-
 static void cancel_everything(void **state)
 {
     bool local = calls_are_local(state);
@@ -887,7 +774,7 @@ static void test_a_peer_reset_mid_send_fails_the_pending_sends(void **state)
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
-    tcp_pair(s);
+    tcp_pair(s, TCP_NO_READ_TIMEOUT);
     int small = 65536;
     setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     size_t big = 32u << 20;
@@ -1118,24 +1005,13 @@ static void test_accepts_failing_at_once_do_not_starve_the_rest_of_the_loop(void
     struct refused c = {.loop = loop};
     c.lfd = tcp_listener(&addr);
     int clients[REFUSED_CLIENTS];
-    for (int i = 0; i < REFUSED_CLIENTS; i++)
-        clients[i] = tcp_connect(&addr); /* queued: every accept finds one */
-    /* No fd left: the limit a little above the lowest free one, and those few taken. */
-    int lowest = dup(0);
-    assert_true(lowest >= 0);
-    close(lowest);
-    struct rlimit old;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    struct rlimit low = {(rlim_t)lowest + 8, old.rlim_max};
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    int fill[8], nfill = 0;
-    while (nfill < 8 && (fill[nfill] = dup(0)) >= 0)
-        nfill++;
+    for (int i = 0; i < REFUSED_CLIENTS; i++) /* queued: every accept finds one */
+        clients[i] = tcp_connect(&addr, TCP_NO_READ_TIMEOUT);
+    struct full_fd_table full;
+    fd_table_fill(&full);
     assert_rc(evloop_accept(loop, c.lfd, refused_accept, &c), 0);
     bool ran = wait_for_count(&c.task_runs, 1);
-    while (nfill > 0)
-        close(fill[--nfill]);
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    fd_table_release(&full);
     end_loop(&r, loop);
     for (int i = 0; i < REFUSED_CLIENTS; i++)
         close(clients[i]);

@@ -28,6 +28,8 @@
 
 #if defined(__linux__)
 
+#include "../ops_util.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -35,10 +37,11 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 
 /* ---- the wrappers: a window of failures on one fd, and a count of its calls -------------- */
 
+/* Only the library's calls reach them: the socket helpers of ops_util.h (tcp_pair,
+ * fill_send_buffer) call accept and sendto. */
 int __real_accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
 ssize_t __real_recv(int fd, void *buf, size_t n, int flags);
 ssize_t __real_send(int fd, const void *buf, size_t n, int flags);
@@ -166,55 +169,7 @@ static void fault_reset_all(void)
         fault_arm(k, -1, 0, 0, 0, 1);
 }
 
-/* ---- a recorded completion ------------------------------------------------------------- */
-
-struct done {
-    test_counter calls;
-    _Atomic int64_t res;
-    atomic_bool off_loop;
-    struct test_runner *runner;
-    test_counter *order; /* if set: seq = ++*order when the callback runs */
-    _Atomic uint64_t seq;
-};
-
-static struct test_runner *g_runner;
-
-static void done_init(struct done *d)
-{
-    memset(d, 0, sizeof *d);
-    atomic_init(&d->res, INT64_MIN);
-    d->runner = g_runner;
-}
-
-static void on_done(void *arg, int fd, int64_t res)
-{
-    (void)fd;
-    struct done *d = arg;
-    if (d->runner && !test_on_runner_thread(d->runner))
-        atomic_store(&d->off_loop, true);
-    atomic_store(&d->res, res);
-    if (d->order)
-        atomic_store(&d->seq, atomic_fetch_add(d->order, 1) + 1);
-    atomic_fetch_add(&d->calls, 1);
-}
-
-/* Waits for d's callback, checks it ran once on the loop thread; returns its res. */
-static int64_t wait_done(struct done *d)
-{
-    assert_true(wait_for_count(&d->calls, 1));
-    assert_int_equal(atomic_load(&d->calls), 1);
-    assert_false(atomic_load(&d->off_loop));
-    return atomic_load(&d->res);
-}
-
-static void assert_ran_once_with(const char *name, struct done *d, int64_t res)
-{
-    uint64_t calls = atomic_load(&d->calls);
-    int64_t got = atomic_load(&d->res);
-    if (calls != 1 || got != res)
-        fail_msg("%s: %llu callbacks, the last with %lld; expected 1 callback with %lld", name,
-                 (unsigned long long)calls, (long long)got, (long long)res);
-}
+/* ---- results ---------------------------------------------------------------------------- */
 
 static bool is_reset(int64_t res)
 {
@@ -222,46 +177,6 @@ static bool is_reset(int64_t res)
 }
 
 /* ---- sockets ---------------------------------------------------------------------------- */
-
-static int tcp_listener(struct sockaddr_in *addr)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    memset(addr, 0, sizeof *addr);
-    addr->sin_family = AF_INET;
-    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)addr, sizeof *addr), 0);
-    socklen_t len = sizeof *addr;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)addr, &len), 0);
-    assert_int_equal(listen(fd, 128), 0);
-    return fd;
-}
-
-/* A blocking client whose reads give up after the test deadline. */
-static int tcp_connect(const struct sockaddr_in *addr)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(connect(fd, (const struct sockaddr *)addr, sizeof *addr), 0);
-    struct timeval tv = {TEST_DEADLINE_MS / 1000, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
-
-/* A connected loopback TCP pair: s[0] non-blocking (the ops' side), s[1] a blocking client. */
-static void tcp_pair(int s[2])
-{
-    struct sockaddr_in addr;
-    int l = tcp_listener(&addr);
-    s[1] = tcp_connect(&addr);
-    struct pollfd p = {l, POLLIN, 0};
-    assert_int_equal(poll(&p, 1, TEST_DEADLINE_MS), 1);
-    s[0] = __real_accept4(l, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    assert_true(s[0] >= 0);
-    close(l);
-}
 
 /* Reads exactly n bytes from a blocking fd (the deadline: SO_RCVTIMEO). EINTR is retried: a
  * thread that created an io_uring ring gets task work with TWA_SIGNAL when the kernel tears
@@ -281,29 +196,7 @@ static void read_full(int fd, char *buf, size_t n)
     }
 }
 
-static void fill_send_buffer(int fd)
-{
-    static char junk[65536];
-    while (__real_send(fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
-        continue;
-}
-
 /* ---- a loop on its thread ------------------------------------------------------------------ */
-
-static evloop *start_loop(struct test_runner *r, const evloop_config *cfg)
-{
-    evloop *loop = test_loop_new(cfg);
-    g_runner = r;
-    test_runner_start(r, loop);
-    return loop;
-}
-
-static void end_loop(struct test_runner *r, evloop *loop)
-{
-    test_runner_stop(r);
-    test_loop_free(loop);
-    g_runner = NULL;
-}
 
 static struct evloop_stats stats_of(const evloop *loop)
 {
@@ -503,7 +396,7 @@ static void accept_failing_once(void **state)
     evloop *loop = start_loop(&r, NULL);
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
-    int c = tcp_connect(&addr); /* queued before the accept is posted */
+    int c = tcp_connect(&addr, TEST_DEADLINE_MS); /* queued before the accept is posted */
     fault_arm(F_ACCEPT, l, err, 0, 1, 1);
     struct done d1, d2, d3;
     done_init(&d1);
@@ -554,7 +447,7 @@ static void test_a_server_backing_off_after_emfile_sleeps_and_loses_no_connectio
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
     int e[2];
-    tcp_pair(e);
+    tcp_pair(e, TEST_DEADLINE_MS);
     struct echo echo;
     echo_start(&echo, loop, e[0]);
     echo_round_trip(e[1], 0);
@@ -564,9 +457,9 @@ static void test_a_server_backing_off_after_emfile_sleeps_and_loses_no_connectio
     if (waits_first) {
         assert_rc(evloop_submit(loop, post_then_fail_accepts, &s), 0);
         assert_true(wait_for_flag(&s.armed)); /* its accept waits for a connection */
-        c = tcp_connect(&addr);
+        c = tcp_connect(&addr, TEST_DEADLINE_MS);
     } else {
-        c = tcp_connect(&addr);
+        c = tcp_connect(&addr, TEST_DEADLINE_MS);
         fault_arm(F_ACCEPT, l, EMFILE, 0, -1, 1);
         server_post(&s);
     }
@@ -651,10 +544,10 @@ static void test_a_server_posting_accept_again_at_once_gets_one_try_per_post_and
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
     int e[2];
-    tcp_pair(e);
+    tcp_pair(e, TEST_DEADLINE_MS);
     struct echo echo;
     echo_start(&echo, loop, e[0]);
-    int c = tcp_connect(&addr);
+    int c = tcp_connect(&addr, TEST_DEADLINE_MS);
     fault_arm(F_ACCEPT, l, ENFILE, 0, -1, 1);
     struct server s;
     server_init(&s, loop, l, 0);
@@ -705,20 +598,12 @@ static void test_accept_with_the_fd_table_full_reports_emfile_and_takes_the_conn
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
     int e[2];
-    tcp_pair(e);
+    tcp_pair(e, TEST_DEADLINE_MS);
     struct echo echo;
     echo_start(&echo, loop, e[0]);
-    int c = tcp_connect(&addr);
-    int lowest = dup(0);
-    assert_true(lowest >= 0);
-    close(lowest);
-    struct rlimit old;
-    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
-    struct rlimit low = {(rlim_t)lowest + 8, old.rlim_max};
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    int fill[8], nfill = 0;
-    while (nfill < 8 && (fill[nfill] = dup(0)) >= 0)
-        nfill++;
+    int c = tcp_connect(&addr, TEST_DEADLINE_MS);
+    struct full_fd_table full;
+    fd_table_fill(&full);
     struct done d1, d2;
     done_init(&d1);
     done_init(&d2);
@@ -726,9 +611,7 @@ static void test_accept_with_the_fd_table_full_reports_emfile_and_takes_the_conn
     int64_t r1 = wait_done(&d1);
     for (unsigned i = 0; i < ECHOES_IN_FAULT; i++)
         echo_round_trip(e[1], i);
-    while (nfill > 0)
-        close(fill[--nfill]);
-    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    fd_table_release(&full);
     assert_rc(evloop_accept(loop, l, on_done, &d2), 0);
     int64_t a = wait_done(&d2);
     assert_true(a >= 0);
@@ -759,7 +642,7 @@ static void send_failing_once(void **state)
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
-    tcp_pair(s);
+    tcp_pair(s, TEST_DEADLINE_MS);
     fault_arm(F_SEND, s[0], err, 0, 1, 1);
     struct done d1, d2;
     done_init(&d1);
@@ -815,7 +698,7 @@ static void test_a_send_failing_after_a_partial_write_ends_the_sends_queued_behi
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
-    tcp_pair(s);
+    tcp_pair(s, TEST_DEADLINE_MS);
     int small = 65536;
     setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     char *big = malloc(BIG_SEND);
@@ -889,7 +772,7 @@ static void op_failing_with(void **state)
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
-    tcp_pair(s);
+    tcp_pair(s, TEST_DEADLINE_MS);
     assert_int_equal(write(s[1], "w", 1), 1);
     fault_arm(ke->kind, s[0], ke->err, 0, 1, 1);
     char b = 0;
@@ -927,7 +810,7 @@ static void peer_gone_mid_send(void **state)
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
-    tcp_pair(s);
+    tcp_pair(s, TEST_DEADLINE_MS);
     int small = 65536;
     setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
     size_t big = 8u << 20;
@@ -952,7 +835,7 @@ static void peer_gone_mid_send(void **state)
     close(s[1]);
     int64_t r1 = wait_done(&d1), r2 = wait_done(&d2), r3 = wait_done(&rd);
     int e[2];
-    tcp_pair(e);
+    tcp_pair(e, TEST_DEADLINE_MS);
     struct echo echo;
     echo_start(&echo, loop, e[0]);
     echo_round_trip(e[1], 1);
@@ -981,7 +864,7 @@ static void test_eintr_from_accept_recv_and_send_is_retried_inside_the_op(void *
     evloop *loop = start_loop(&r, NULL);
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
-    int c = tcp_connect(&addr);
+    int c = tcp_connect(&addr, TEST_DEADLINE_MS);
     fault_arm(F_ACCEPT, l, EINTR, 0, 5, 1);
     struct done da;
     done_init(&da);
@@ -1078,7 +961,7 @@ static void test_eintr_on_every_other_call_of_a_large_transfer_loses_nothing(voi
     struct test_runner r;
     evloop *loop = start_loop(&r, NULL);
     int s[2];
-    tcp_pair(s);
+    tcp_pair(s, TEST_DEADLINE_MS);
     char *out = malloc(EINTR_BYTES), *in = malloc(EINTR_BYTES), *back = malloc(EINTR_BYTES);
     assert_true(out && in && back);
     int small = 16384; /* many send() and recv() calls, a partial one each */
@@ -1143,9 +1026,9 @@ static void test_stop_racing_a_server_that_retries_a_lasting_accept_fault_ends_e
     evloop *loop = start_loop(&r, NULL);
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
-    int c = tcp_connect(&addr);
+    int c = tcp_connect(&addr, TEST_DEADLINE_MS);
     int e[2], f[2];
-    tcp_pair(e);
+    tcp_pair(e, TEST_DEADLINE_MS);
     test_socketpair(f);
     fill_send_buffer(f[0]);
     struct echo echo;
@@ -1192,7 +1075,7 @@ static void test_stop_with_an_accept_pending_after_a_storm_of_failures_ends_each
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
     int e[2], f[2];
-    tcp_pair(e);
+    tcp_pair(e, TEST_DEADLINE_MS);
     test_socketpair(f);
     fill_send_buffer(f[0]);
     struct echo echo;
@@ -1238,9 +1121,9 @@ static void test_free_of_a_loop_never_run_ends_every_op_once_and_makes_no_call(v
     evloop *loop = test_loop_new(NULL);
     struct sockaddr_in addr;
     int l = tcp_listener(&addr);
-    int c = tcp_connect(&addr);
+    int c = tcp_connect(&addr, TEST_DEADLINE_MS);
     int s[2];
-    tcp_pair(s);
+    tcp_pair(s, TEST_DEADLINE_MS);
     assert_int_equal(write(s[1], "d", 1), 1);
     fault_arm(F_ACCEPT, l, EMFILE, 0, -1, 1);
     fault_arm(F_RECV, s[0], ECONNRESET, 0, -1, 1);

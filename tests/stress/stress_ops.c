@@ -10,6 +10,7 @@
  * fds the clients open must not reuse those numbers in this process (see evloop.h).
  * Figure: 10,000 connections opened and closed (EVLOOP_LONG=1: 100,000 plain). */
 #include "stress_util.h"
+#include "../ops_util.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -139,22 +140,6 @@ static void on_accept(void *arg, int lfd, int64_t res)
         post_recv(c);
     }
     post_accept(s);
-}
-
-static int listener(struct sockaddr_in *addr)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    memset(addr, 0, sizeof *addr);
-    addr->sin_family = AF_INET;
-    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)addr, sizeof *addr), 0);
-    socklen_t len = sizeof *addr;
-    assert_int_equal(getsockname(fd, (struct sockaddr *)addr, &len), 0);
-    assert_int_equal(listen(fd, 1024), 0);
-    return fd;
 }
 
 static void server_init(struct server *s, evloop *loop, unsigned close_every)
@@ -338,7 +323,7 @@ static void test_connections_open_echo_and_close_under_load_each_op_once(void **
                                                                  10000, 10000});
     struct server s;
     struct sockaddr_in addr;
-    int lfd = listener(&addr);
+    int lfd = tcp_listener_backlog(&addr, 1024);
     struct clients kids;
     clients_start(&kids, &addr, n / CLIENTS, 2, stress_seed(), lfd);
     evloop *loop = test_loop_new(NULL);
@@ -602,7 +587,7 @@ static void test_many_connections_under_load_each_waits_its_turn(void **state)
         skip();
     }
     struct sockaddr_in addr;
-    int lfd = listener(&addr);
+    int lfd = tcp_listener_backlog(&addr, 1024);
     assert_int_equal(listen(lfd, (int)conns), 0); /* room for the whole burst */
     struct clients kids;
     flood_start(&kids, &addr, busy, burst, lfd);
@@ -745,7 +730,7 @@ static void test_stop_at_a_random_moment_under_load_ends_every_op_once(void **st
     for (uint64_t round = 0; round < rounds; round++) {
         struct server s;
         struct sockaddr_in addr;
-        int lfd = listener(&addr);
+        int lfd = tcp_listener_backlog(&addr, 1024);
         struct clients kids;
         clients_start(&kids, &addr, UINT64_MAX, 0, rng + round, lfd);
         evloop *loop = test_loop_new(NULL);
