@@ -14,7 +14,8 @@
 
 static const struct ready_ops *g_ops;
 static const char *g_who;
-static struct worker_pool *g_pool; /* offload: where waiting requests go; NULL: answered now */
+static struct worker_pool *g_pool; /* offload on worker_pool.c's pool */
+static ready_push_fn g_push;       /* offload: where waiting requests go; NULL: answered now */
 static struct conn_table g_conns;
 static uint64_t g_requests, g_accepted;
 
@@ -24,9 +25,23 @@ void ready_conns_init(const struct ready_ops *ops, const char *who)
     g_who = who;
 }
 
+static int push_to_pool(struct offload_job *job)
+{
+    worker_pool_push(g_pool, job);
+    return 0;
+}
+
 int ready_conns_offload(const struct net_opts *o, offload_post_fn post)
 {
-    return offload_start_pool(&g_pool, o, post, NULL);
+    int r = offload_start_pool(&g_pool, o, post, NULL);
+    if (r == 0)
+        g_push = push_to_pool;
+    return r;
+}
+
+void ready_conns_offload_to(ready_push_fn push)
+{
+    g_push = push;
 }
 
 void ready_conns_stop_workers(void)
@@ -61,14 +76,17 @@ static void close_conn(struct ready_conn *c)
 }
 
 /* Sends the waiting requests to the pool, unless a job of c is out already (plain servers:
- * nothing ever waits). */
-static void dispatch(struct ready_conn *c)
+ * nothing ever waits). Returns 0, or the push's negative errno (c is not busy then). */
+static int dispatch(struct ready_conn *c)
 {
     if (c->busy || c->http.waiting == 0)
-        return;
+        return 0;
     c->busy = true;
     c->job.count = c->http.waiting;
-    worker_pool_push(g_pool, &c->job);
+    int r = g_push(&c->job);
+    if (r < 0)
+        c->busy = false;
+    return r;
 }
 
 /* Writes what is queued and watches what c needs next. */
@@ -92,11 +110,10 @@ static void flush_and_watch(struct ready_conn *c)
 void ready_conn_event(struct ready_conn *c, bool readable)
 {
     if (readable) {
-        if (http_conn_read(&c->http, c->fd) <= 0) {
+        if (http_conn_read(&c->http, c->fd) <= 0 || dispatch(c) < 0) {
             close_conn(c);
             return;
         }
-        dispatch(c);
     }
     flush_and_watch(c);
 }
@@ -108,12 +125,18 @@ void ready_conn_job_back(struct ready_conn *c)
         drop_and_free(c);
         return;
     }
-    if (http_conn_answer(&c->http, c->job.count) < 0) {
+    if (http_conn_answer(&c->http, c->job.count) < 0 || dispatch(c) < 0) {
         close_conn(c);
         return;
     }
-    dispatch(c);
     flush_and_watch(c);
+}
+
+void ready_conn_job_dropped(struct ready_conn *c)
+{
+    c->busy = false;
+    if (c->dead)
+        drop_and_free(c);
 }
 
 void ready_conns_accept(int lfd)
@@ -137,7 +160,7 @@ void ready_conns_accept(int lfd)
         c->watching = READY_IN;
         c->busy = c->dead = false;
         http_conn_init(&c->http);
-        c->http.defer = g_pool != NULL;
+        c->http.defer = g_push != NULL;
         g_accepted++;
         if (g_ops->add(c) < 0)
             drop_and_free(c);

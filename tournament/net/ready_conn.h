@@ -2,8 +2,9 @@
  * readiness, libev; plain and offload): accept until EAGAIN, read until EAGAIN, answer, write,
  * watch for writability only while output is pending, close, and the table of open
  * connections. A server supplies its loop's watcher calls (struct ready_ops); an offload
- * server also hands each connection's waiting requests to its worker pool
- * (ready_conns_offload) and calls ready_conn_job_back when a job is posted back.
+ * server also hands each connection's waiting requests to a pool (worker_pool.c's:
+ * ready_conns_offload; one of its own: ready_conns_offload_to) and calls ready_conn_job_back
+ * when a job is posted back.
  * Loop thread only; one set of connections per process. */
 #ifndef BENCH_NET_READY_CONN_H
 #define BENCH_NET_READY_CONN_H
@@ -48,6 +49,14 @@ void ready_conns_init(const struct ready_ops *ops, const char *who);
  * a negative errno (no worker runs then). */
 int ready_conns_offload(const struct net_opts *o, offload_post_fn post);
 
+/* Hands a job to a pool. 0, or a negative errno (the job is not taken: the connection is
+ * then closed). */
+typedef int (*ready_push_fn)(struct offload_job *job);
+
+/* Offload on a pool of the server's own, started by the server: as ready_conns_offload, but
+ * each job goes to push, and ready_conns_stop_workers has nothing to stop. */
+void ready_conns_offload_to(ready_push_fn push);
+
 /* Offload, once the loop no longer runs: the workers finish what they hold (each job is
  * posted) and are joined. */
 void ready_conns_stop_workers(void);
@@ -62,6 +71,11 @@ void ready_conn_event(struct ready_conn *c, bool readable);
 /* Offload, on the loop thread: c's job is back, its work done: frees c if it was closed
  * meanwhile, else queues and writes the job's responses. */
 void ready_conn_job_back(struct ready_conn *c);
+
+/* Offload, on the loop thread: c's job is back undone (a pool that cancels what it has not
+ * started when the loop stops): frees c if it was closed meanwhile; the job's requests stay
+ * unanswered. */
+void ready_conn_job_dropped(struct ready_conn *c);
 
 static inline struct ready_conn *ready_conn_of_job(struct offload_job *job)
 {
