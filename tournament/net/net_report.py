@@ -291,20 +291,23 @@ def offload_section(summary, img_prefix, level):
     md.append(f"The same connection logic and wrk as above, but each complete request goes to "
               f"a pool of {off.get('workers', '?')} worker threads "
               f"(`tournament/net/worker_pool.c`, "
-              f"the same code for every system; libuv-queue-work: libuv's own pool with "
-              f"UV_THREADPOOL_SIZE={off.get('workers', '?')}) that busy-loops "
-              f"{off.get('work_us', '?')} us per request on the clock, and the reply comes back "
-              "to the loop thread, which writes it: `evloop_submit`; a locked list and "
-              "`ev_async_send` (libev) or `uv_async_send` (libuv); `uv_queue_work`'s "
-              "after-work callback. One job per connection at a time. Loop thread on CPU "
+              f"the same code for every system but two that use their library's own pool: "
+              f"evloop-pool, evloop's work pool (`evloop_work_submit`, default spin); "
+              f"libuv-queue-work, libuv's with UV_THREADPOOL_SIZE={off.get('workers', '?')}) "
+              f"that busy-loops {off.get('work_us', '?')} us per request on the clock, and the "
+              "reply comes back to the loop thread, which writes it: `evloop_submit`; a locked "
+              "list and `ev_async_send` (libev) or `uv_async_send` (libuv); the done callback "
+              "of `evloop_work_submit`; `uv_queue_work`'s after-work callback. One job per "
+              "connection at a time. Loop thread on CPU "
               f"{off.get('loop_cpu') or '(unpinned)'}, workers on CPU(s) "
               f"{off.get('worker_cpus') or '(unpinned)'}. Before measuring, each server "
               "passed the protocol check and a close-while-at-worker check (clients that "
               "close, some with a reset, while their request is at a worker). Ratios: req/s "
-              "over `offload/libev`'s and `offload/libuv`'s.")
+              "over " + ", ".join(f"`{b}`'s" for b in OFFLOAD_BASELINES[:-1]) +
+              f" and `{OFFLOAD_BASELINES[-1]}`'s.")
     md.append("")
-    md += table(["conns", "system", "req/s", "min-max", "p50", "p99", "server CPU",
-                 "/ offload/libev", "/ offload/libuv"],
+    md += table(["conns", "system", "req/s", "min-max", "p50", "p99", "server CPU"] +
+                [f"/ {b}" for b in OFFLOAD_BASELINES],
                 offload_rows(cells, systems, meta["conns"]))
     md.append("")
     if summary.get("offload_plot"):

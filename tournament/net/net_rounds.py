@@ -68,6 +68,9 @@ def run_one(build, system, case, duration, port, pins, wrk):
     m = re.search(r"(\d+) requests on (\d+) connections", err)
     if m:
         run["server_requests"], run["server_conns"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"^work pool: (.*)$", err, re.M)  # evloop-pool: evloop_work_stats at exit
+    if m:
+        run["server_pool"] = m.group(1)
     if rc != 0:
         run["error"] = f"server exited with {rc}: {err.strip()[-300:]}"
     elif client.returncode != 0 or run.get("rps") is None:

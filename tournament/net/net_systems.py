@@ -23,6 +23,11 @@ SYSTEMS = {
                              "evloop readiness, workers post with evloop_submit"),
     "offload/evloop/io_uring": ("net_server_evloop_offload", ["--backend", "io_uring"],
                                 "evloop readiness, workers post with evloop_submit"),
+    "offload/evloop-pool/epoll": ("net_server_evloop_pool", ["--backend", "epoll"],
+                                  "evloop readiness, the library's pool: evloop_work_submit"),
+    "offload/evloop-pool/io_uring": ("net_server_evloop_pool", ["--backend", "io_uring"],
+                                     "evloop readiness, the library's pool: "
+                                     "evloop_work_submit"),
     "offload/libev": ("net_server_libev_offload", [],
                       "libev ev_io, workers post with a locked list + ev_async_send"),
     "offload/libuv": ("net_server_libuv_offload", [],

@@ -203,12 +203,26 @@ static bool cpus_are_valid(const char *list)
     return !list || !*list || parse_cpus(list, &set) == 0;
 }
 
+int offload_cpu_list(const char *list, int *cpus, unsigned max)
+{
+    if (!list || !*list)
+        return 0;
+    cpu_set_t set;
+    if (parse_cpus(list, &set) < 0 || (unsigned)CPU_COUNT(&set) > max)
+        return -EINVAL;
+    int n = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &set))
+            cpus[n++] = cpu;
+    return n;
+}
+
 int offload_start_threads(const struct net_opts *o, int (*start)(void *arg), void *arg)
 {
     if (!cpus_are_valid(o->worker_cpus) || !cpus_are_valid(o->loop_cpus))
         return -EINVAL;
-    int r = pin_self(o->worker_cpus);
-    if (r == 0)
+    int r = start ? pin_self(o->worker_cpus) : 0;
+    if (r == 0 && start)
         r = start(arg);
     if (r == 0)
         r = pin_self(o->loop_cpus);

@@ -59,10 +59,16 @@ struct offload_job *reply_list_take(struct reply_list *l);
 /* The threads of an offload server, placed as --worker-cpus and --loop-cpu say: pins the
  * calling (loop) thread to o->worker_cpus, calls start(arg), which creates the worker
  * threads (they inherit that mask), then pins the calling thread to o->loop_cpus. A NULL
- * list leaves that mask as it is. Call it before the loop is created (evloop reads its
- * mask then). Returns 0, -EINVAL (a malformed CPU list: nothing done), start's error, or
+ * list leaves that mask as it is; a NULL start places the loop thread alone (a pool that
+ * places its own threads). Call it before the loop is created (evloop reads its mask then).
+ * Returns 0, -EINVAL (a malformed CPU list: nothing done), start's error, or
  * pthread_setaffinity_np's -errno (then what start started is the caller's to stop). */
 int offload_start_threads(const struct net_opts *o, int (*start)(void *arg), void *arg);
+
+/* The CPUs of a list such as "1" or "0-3,6" (--worker-cpus), in increasing order, into
+ * cpus[0..max). Returns how many (0 for NULL or ""), or -EINVAL (malformed, or more than
+ * max). */
+int offload_cpu_list(const char *list, int *cpus, unsigned max);
 
 /* offload_start_threads with worker_pool_start as start: o->workers threads doing o->work_us
  * us per request, placed as o says. Returns 0 and sets *out, or a negative errno (then
