@@ -318,4 +318,4 @@ def offload_section(summary, img_prefix, level):
 
 def offload_headline(summary):
     return ratio_lines(summary.get("offload_cells") or {}, summary["meta"], OFFLOAD_BASELINES,
-                       lambda s: f"  {s:26s} ")
+                       lambda s: f"  {s:28s} ")

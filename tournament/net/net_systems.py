@@ -91,7 +91,7 @@ def case_label(case):
 OFFLOAD = {"workers": 2, "work_us": 2, "worker_cpus": None}
 
 
-OFFLOAD_BASELINES = ["offload/libev", "offload/libuv"]
+OFFLOAD_BASELINES = ["offload/libev", "offload/libuv", "offload/libuv-queue-work"]
 
 
 def is_offload(system):

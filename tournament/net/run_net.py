@@ -42,7 +42,7 @@ from net_plots import make_offload_plot, make_plot  # noqa: E402
 from net_report import failed_runs, headline, offload_headline, section  # noqa: E402
 from net_rounds import measure  # noqa: E402
 from net_summary import evaluate_targets, summarize  # noqa: E402
-from net_systems import FULL, QUICK, SYSTEMS, case_label  # noqa: E402
+from net_systems import FULL, OFFLOAD_BASELINES, QUICK, SYSTEMS, case_label  # noqa: E402
 
 
 def main():
@@ -121,7 +121,7 @@ def main():
     print("\nreq/s, evloop / libev and evloop / libuv (medians):")
     print("\n".join(headline(summary)))
     if summary.get("offload_cells"):
-        print("offload family, req/s over offload/libev and offload/libuv (medians):")
+        print("offload family, req/s over " + ", ".join(OFFLOAD_BASELINES) + " (medians):")
         print("\n".join(offload_headline(summary)))
     missed = [t for t in summary["targets"] if t["met"] is False]
     failing = sum(1 for t in summary["targets"] if t.get("failed"))
