@@ -55,10 +55,11 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tuple, TypeVar
 
-from asyncio import base_events, events, format_helpers
+from asyncio import base_events, events, format_helpers, futures
 
 from ._common import Error
 from . import _arena, _asyncio_core
+from ._executor import _PoolExecutor
 from ._loop import _module
 
 __all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "run", "install"]
@@ -437,6 +438,7 @@ _asyncio_core._aio_fds_setup(selectors.SelectorKey, _StdLoop._add_reader, _StdLo
 _asyncio_core._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
                               weakref.WeakValueDictionary, _StdLoop._ensure_fd_no_transport,
                               _StdLoop._sock_recv)
+_asyncio_core._aio_executor_setup(futures._convert_future_exc)
 
 
 # The loop's methods that the stdlib's code calls on self and the native core replaces
@@ -546,6 +548,30 @@ class EventLoop(_asyncio_core._AioCore,  # type: ignore[misc,valid-type]
         handle = self._add_writer(fd, self._sock_sendall, fut, sock, memoryview(data), [n])
         fut.add_done_callback(functools.partial(self._sock_write_done, fd, handle=handle))
         return await fut  # type: ignore[no-any-return]
+
+    def run_in_executor(self, executor: Any, func: Callable[..., _T], *args: Any) -> Any:
+        """The stdlib's run_in_executor; with no executor of the caller's (executor None and
+        no set_default_executor), func runs on evloop's work pool (evloop/_executor.py)."""
+        self._check_closed()
+        if self._debug:
+            self._check_callback(func, "run_in_executor")
+        if executor is None:
+            executor = self._default_executor
+            self._check_default_executor()
+            if executor is None:
+                executor = self._default_executor = _PoolExecutor(self)
+            if executor.__class__ is _PoolExecutor and not executor._shutdown:
+                fut = self._evloop_run_in_executor(func, args)
+                if fut is not NotImplemented:
+                    return fut
+        return futures.wrap_future(executor.submit(func, *args), loop=self)
+
+    def close(self) -> None:
+        # Every call the work pool accepted runs and returns before the pool ends with the
+        # loop (the stdlib's close leaves its pool's threads running them).
+        if not self.is_running() and not self.is_closed():
+            self._evloop_work_drain()
+        super().close()
 
     @property
     def evloop_backend(self) -> str:

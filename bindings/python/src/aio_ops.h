@@ -61,6 +61,12 @@ struct AioOps {
     int (*io_add)(PyObject *raw, int fd, unsigned events);
     int (*io_modify)(PyObject *raw, int fd, unsigned events);
     int (*io_remove)(PyObject *raw, int fd);
+    // evloop_work_submit / evloop_work_cancel for the asyncio loop's default executor
+    // (src/aio/executor.cpp), with the loop thread's rules of those calls: 0 or a negative errno
+    // (-ESHUTDOWN once the RawLoop is freed); never set a Python exception.
+    int (*work_submit)(PyObject *raw, void (*work)(void *), void (*done)(void *, int), void *arg,
+                       uint64_t *id);
+    int (*work_cancel)(PyObject *raw, uint64_t id);
 };
 
 } // namespace aio

@@ -229,7 +229,21 @@ int aio_io_remove(PyObject *raw, int fd)
     return l ? evloop_io_remove(l, fd) : -ESHUTDOWN;
 }
 
-aio::AioOps g_aio_ops = {sizeof(aio::AioOps), nullptr,     aio_poll,      aio_wake,
-                         aio_io_ready,        aio_io_add,  aio_io_modify, aio_io_remove};
+int aio_work_submit(PyObject *raw, void (*work)(void *), void (*done)(void *, int), void *arg,
+                    uint64_t *id)
+{
+    evloop *l = aio_loop(raw);
+    return l ? evloop_work_submit(l, work, done, arg, id) : -ESHUTDOWN;
+}
+
+int aio_work_cancel(PyObject *raw, uint64_t id)
+{
+    evloop *l = aio_loop(raw);
+    return l ? evloop_work_cancel(l, id) : -ESHUTDOWN;
+}
+
+aio::AioOps g_aio_ops = {sizeof(aio::AioOps), nullptr,        aio_poll,      aio_wake,
+                         aio_io_ready,        aio_io_add,     aio_io_modify, aio_io_remove,
+                         aio_work_submit,     aio_work_cancel};
 
 } // namespace EVLOOP_PY_MODULE

@@ -140,14 +140,29 @@ public:
     }
 
     // evloop_free: tasks accepted but never run are run now, on this thread. Idempotent.
+    // Once the work pool has started (the asyncio loop's default executor, src/aio/executor.cpp)
+    // the GIL is released while it works: it waits for running items and joins the pool's
+    // threads, whose Python calls and thread states need the GIL; the RawLoop reads as closed
+    // meanwhile, so no other thread's call reaches the loop being freed.
     void free()
     {
         if (!loop_)
             return;
-        RunCtx ctx{this, report_to, loop_, nullptr, false, tls_ctx, false};
+        evloop *l = loop_;
+        struct evloop_work_stats ws {};
+        bool release = evloop_work_stats(l, &ws) == 0 && ws.threads > 0;
+        RunCtx ctx{this, report_to, l, nullptr, false, tls_ctx, false};
         tls_ctx = &ctx;
-        int r = evloop_free(loop_);
+        if (release) {
+            loop_ = nullptr;
+            ctx.saved = PyEval_SaveThread();
+        }
+        int r = evloop_free(l);
+        if (ctx.saved)
+            PyEval_RestoreThread(ctx.saved);
         tls_ctx = ctx.prev;
+        if (r < 0)
+            loop_ = l;
         check(r, "free");
         loop_ = nullptr;
         forget_registrations();

@@ -7,6 +7,7 @@
 //   transport.cpp  _AioStreamBase, the stream socket transport's hot methods
 //   datagram.cpp   _AioDatagramBase, the datagram transport's read and send-at-once paths
 //   slots.cpp      the transports' hot attributes read at their slot offsets
+//   executor.cpp   run_in_executor(None, ...) on the library's work pool
 //   module.cpp     the module: PyInit__asyncio_core, which calls each file's register_*
 // The core drives a RawLoop of either ingress variant through its module's AioOps
 // (src/aio_ops.h). Everything here runs with the GIL held.
@@ -140,6 +141,15 @@ struct Core {
     // CLOCK_MONOTONIC in ns at the last zero-timeout poll of run_forever's C loop (0 when
     // the last poll was another kind): see may_skip_poll().
     int64_t last_poll_ns;
+    // The default executor's items (executor.cpp): those whose done callback ran inside the
+    // last poll, waiting for the iteration to settle their futures (a list of the loop thread's,
+    // filled without the GIL); how many are accepted and not settled yet; what to set when
+    // that reaches 0 (a shutdown(wait=True) from another thread); the thread polling now, 0
+    // when none (the GIL is released inside: no other thread may submit then).
+    struct WorkItem *work_done, *work_done_tail;
+    Py_ssize_t work_in_flight;
+    PyObject *work_idle;
+    unsigned long poll_thread;
 };
 
 extern PyTypeObject *g_core_type; // _AioCore, a heap type
@@ -195,6 +205,13 @@ int register_transport(PyObject *m);
 int register_datagram(PyObject *m);
 int register_fds(PyObject *m);
 int register_sock(PyObject *m);
+int register_executor(PyObject *m);
+
+// ---------------------------------------------------------------- executor.cpp
+
+// Settles the futures of the items the last poll completed (Core::work_done): 0, or -1 with
+// an exception set (the rest stay queued for the next call).
+int work_settle(Core *self);
 
 // ---------------------------------------------------------------- fds.cpp
 

@@ -938,7 +938,11 @@ int poll_io(Core *self, int64_t timeout_ns)
     PyObject *me = reinterpret_cast<PyObject *>(self);
     PyObject *events;
     if (self->selector && self->selector_attr == self->selector) {
-        if (self->ops->poll(self->raw, timeout_ns) < 0)
+        // the GIL is released inside: no other thread submits work meanwhile
+        self->poll_thread = PyThread_get_thread_ident();
+        int r = self->ops->poll(self->raw, timeout_ns);
+        self->poll_thread = 0;
+        if (r < 0 || (self->work_done && work_settle(self) < 0))
             return -1;
         IoReady *io = self->ops->io_ready(self->raw);
         // A Python signal handler (Ctrl-C) raises here, as from the stdlib's select().
@@ -1399,6 +1403,7 @@ int core_traverse(PyObject *me, visitproc visit, void *arg)
     Py_VISIT(self->selector);
     Py_VISIT(self->selector_attr);
     Py_VISIT(self->sel_keys);
+    Py_VISIT(self->work_idle);
     return 0;
 }
 
@@ -1414,6 +1419,7 @@ int core_clear(PyObject *me)
     Py_CLEAR(self->selector);
     Py_CLEAR(self->selector_attr);
     Py_CLEAR(self->sel_keys);
+    Py_CLEAR(self->work_idle);
     Py_CLEAR(self->raw); // after the handles: the RawLoop is freed by the selector's close()
     return 0;
 }
