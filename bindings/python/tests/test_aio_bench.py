@@ -78,6 +78,14 @@ def test_the_task_families_run_to_the_end(loop):
 
 
 @pytest.mark.parametrize("loop", ["evloop", "asyncio"])
+def test_the_executor_families_run_to_the_end(loop):
+    assert aio.run_on(loop, lambda: aio.b_executor_gather(100, total=1000)) > 0
+    assert aio.run_on(loop, lambda: aio.b_executor_gather(1000, total=1000)) > 0
+    names = [f[0] for f in aio.FAMILIES]
+    assert {"executor", "executor-batch100", "executor-burst"} <= set(names)
+
+
+@pytest.mark.parametrize("loop", ["evloop", "asyncio"])
 def test_the_close_server_answers_one_request_per_connection_and_closes(loop):
     async def main():
         port, stop = await aio._serve_hello_close()

@@ -14,6 +14,8 @@ Families (each a per-operation time, lower is better, except the echo and where 
 - ``threadsafe-sleeping``: the loop sleeps; another thread calls ``call_soon_threadsafe``
   and waits for the callback to set a ``threading.Event``: the round trip, p50 in us;
 - ``executor``: ``await loop.run_in_executor(None, f)`` in sequence, us per round trip;
+  ``executor-batch100``: gathered batches of 100 such calls, us per call;
+  ``executor-burst``: one gather of 10,000 such calls, us per call;
 - ``echo-{protocol,streams,sock}-1KiB``: a server on the loop under test echoes 1 KiB
   messages to 10 clients (one client process, separate from the server, a thread per
   client, each waiting for its echo before sending again); messages per second;
@@ -43,9 +45,9 @@ absolute figures beside it.
 ``--clock cpu`` measures the CPU time of the benchmark's process (all its threads:
 ``time.process_time``) instead of the wall clock, for a machine shared with other work, where
 the wall clock also counts the time the loop waited for a CPU: then ``call_soon``, ``timers``,
-``threadsafe-busy-T`` and ``executor`` are CPU time per operation, and the echo families the
-server process's CPU time per message (lower is better); ``threadsafe-sleeping`` stays a wall
-clock round trip.
+``threadsafe-busy-T`` and the ``executor`` families are CPU time per operation, and the echo
+families the server process's CPU time per message (lower is better); ``threadsafe-sleeping``
+stays a wall clock round trip.
 """
 
 from __future__ import annotations
@@ -227,6 +229,16 @@ async def b_executor(n: int = 3000) -> float:
     for _ in range(n):
         await loop.run_in_executor(None, int)
     return (_clock() - t0) / n * 1e6
+
+
+async def b_executor_gather(batch: int, total: int = 10_000) -> float:
+    """total no-op calls of the default executor, gathered batch at a time."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, int)  # the pool's threads start outside the timing
+    t0 = _clock()
+    for _ in range(total // batch):
+        await asyncio.gather(*[loop.run_in_executor(None, int) for _ in range(batch)])
+    return (_clock() - t0) / total * 1e6
 
 
 async def b_queue_handover(n: int = 50_000) -> float:
@@ -582,6 +594,8 @@ FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
     ("threadsafe-busy-16", lambda: b_threadsafe_busy(16), "ns/call", False),
     ("threadsafe-sleeping", b_threadsafe_sleeping, "us p50", False),
     ("executor", b_executor, "us/call", False),
+    ("executor-batch100", lambda: b_executor_gather(100), "us/call", False),
+    ("executor-burst", lambda: b_executor_gather(10_000), "us/call", False),
     ("queue-handover", b_queue_handover, "ns/hand-over", False),
     ("gather-sleep0", b_gather_sleep0, "ns/task step", False),
     ("done-futures", b_done_futures, "ns/await", False),
