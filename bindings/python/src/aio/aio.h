@@ -154,6 +154,13 @@ struct Core {
 
 extern PyTypeObject *g_core_type; // _AioCore, a heap type
 
+// Core::poll_thread is written with the GIL by the thread that polls, and read without it by
+// the pool threads of the default executor (executor.cpp's GIL spin): atomic stores.
+inline void set_poll_thread(Core *self, unsigned long id)
+{
+    __atomic_store_n(&self->poll_thread, id, __ATOMIC_RELEASE);
+}
+
 // What core.cpp lends the other files (each explained at its body).
 int check_closed(Core *self);
 int is_cancelled(PyObject *h);

@@ -939,9 +939,9 @@ int poll_io(Core *self, int64_t timeout_ns)
     PyObject *events;
     if (self->selector && self->selector_attr == self->selector) {
         // the GIL is released inside: no other thread submits work meanwhile
-        self->poll_thread = PyThread_get_thread_ident();
+        set_poll_thread(self, PyThread_get_thread_ident());
         int r = self->ops->poll(self->raw, timeout_ns);
-        self->poll_thread = 0;
+        set_poll_thread(self, 0);
         if (r < 0 || (self->work_done && work_settle(self) < 0))
             return -1;
         IoReady *io = self->ops->io_ready(self->raw);

@@ -21,6 +21,10 @@
 #include "aio.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include <atomic>
 
 namespace aio {
 
@@ -89,6 +93,45 @@ bool gil_take()
     return true;
 }
 
+// The GIL, spun for: a pool thread that took an item while the loop thread still runs Python
+// (it has just submitted it and goes on to its poll) would sleep on the GIL's condition
+// variable and be woken by the loop's release, one more futex wake per call. Instead it spins
+// until the loop thread polls (the GIL released), at most kGilSpinNs, one pool thread at a
+// time, never on one CPU; then takes the GIL as always.
+constexpr int64_t kGilSpinNs = 50000;
+bool g_multi_cpu;
+std::atomic<bool> g_gil_spinner{false};
+
+inline void cpu_relax()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+inline int64_t now_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void wait_for_poll(Core *core)
+{
+    if (!g_multi_cpu || __atomic_load_n(&core->poll_thread, __ATOMIC_ACQUIRE) ||
+        g_gil_spinner.exchange(true, std::memory_order_acquire))
+        return;
+    int64_t end = now_ns() + kGilSpinNs;
+    for (unsigned i = 1; !__atomic_load_n(&core->poll_thread, __ATOMIC_ACQUIRE); i++) {
+        cpu_relax();
+        if (i % 64 == 0 && now_ns() > end)
+            break;
+    }
+    g_gil_spinner.store(false, std::memory_order_release);
+}
+
 // The method name of fut with one argument; an exception goes to sys.unraisablehook, as
 // ThreadPoolExecutor's worker would let it reach its thread's excepthook.
 void call_unraisable(PyObject *fut, PyObject *name, PyObject *arg)
@@ -104,6 +147,7 @@ void call_unraisable(PyObject *fut, PyObject *name, PyObject *arg)
 void work_run(void *arg)
 {
     auto *it = static_cast<WorkItem *>(arg);
+    wait_for_poll(it->core);
     if (!gil_take()) { // the loop thread settles it with MemoryError
         it->no_state = true;
         return;
@@ -366,9 +410,9 @@ PyObject *work_drain(PyObject *me, PyObject *)
     if (!self->raw || (self->work_in_flight && !may_submit(self)))
         Py_RETURN_FALSE;
     while (self->work_in_flight) {
-        self->poll_thread = PyThread_get_thread_ident();
+        set_poll_thread(self, PyThread_get_thread_ident());
         int r = self->ops->poll(self->raw, self->work_done ? 0 : -1);
-        self->poll_thread = 0;
+        set_poll_thread(self, 0);
         if (r < 0 || work_settle(self) < 0)
             return nullptr;
     }
@@ -494,6 +538,8 @@ int register_executor(PyObject *m)
     if (intern_names(names) < 0)
         return -1;
     g_interp = PyInterpreterState_Get();
+    cpu_set_t set;
+    g_multi_cpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) > 1 : true;
     if (pthread_key_create(&g_state_key, state_end) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "evloop: pthread_key_create failed");
         return -1;
