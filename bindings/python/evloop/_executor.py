@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import os
 import threading
 from typing import Any, Callable
 
@@ -22,6 +23,10 @@ class _PoolExecutor(concurrent.futures.Executor):
     def __init__(self, loop: Any) -> None:
         self._loop = loop
         self._shutdown = False
+        # ThreadPoolExecutor's default size, not the library's (the CPUs less one): calls that
+        # block on I/O (getaddrinfo, files) run as many at once as on the stock loop. Idle
+        # pool threads sleep. A pool already started keeps its size.
+        loop._evloop_work_threads(_stdlib_pool_size())
         # A loop whose selector someone replaced is not polled for the pool's replies: its
         # calls go to a stdlib pool instead, made on first need.
         self._fallback: Any = None
@@ -88,6 +93,12 @@ class _PoolExecutor(concurrent.futures.Executor):
         done = threading.Event()
         if loop._evloop_work_idle(done):
             done.wait()
+
+
+def _stdlib_pool_size() -> int:
+    """ThreadPoolExecutor's default max_workers on this Python."""
+    count = getattr(os, "process_cpu_count", os.cpu_count)()
+    return min(32, (count or 1) + 4)
 
 
 def _settle(cf: concurrent.futures.Future, fn: Callable[..., Any], args: tuple) -> None:

@@ -67,6 +67,8 @@ struct AioOps {
     int (*work_submit)(PyObject *raw, void (*work)(void *), void (*done)(void *, int), void *arg,
                        uint64_t *id);
     int (*work_cancel)(PyObject *raw, uint64_t id);
+    // evloop_work_configure with the defaults but for the number of threads.
+    int (*work_threads)(PyObject *raw, unsigned threads);
 };
 
 } // namespace aio

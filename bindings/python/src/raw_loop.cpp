@@ -242,8 +242,19 @@ int aio_work_cancel(PyObject *raw, uint64_t id)
     return l ? evloop_work_cancel(l, id) : -ESHUTDOWN;
 }
 
-aio::AioOps g_aio_ops = {sizeof(aio::AioOps), nullptr,        aio_poll,      aio_wake,
-                         aio_io_ready,        aio_io_add,     aio_io_modify, aio_io_remove,
-                         aio_work_submit,     aio_work_cancel};
+int aio_work_threads(PyObject *raw, unsigned threads)
+{
+    evloop *l = aio_loop(raw);
+    if (!l)
+        return -ESHUTDOWN;
+    struct evloop_work_config cfg;
+    evloop_work_config_init(&cfg);
+    cfg.threads = threads;
+    return evloop_work_configure(l, &cfg);
+}
+
+aio::AioOps g_aio_ops = {sizeof(aio::AioOps), nullptr,         aio_poll,        aio_wake,
+                         aio_io_ready,        aio_io_add,      aio_io_modify,   aio_io_remove,
+                         aio_work_submit,     aio_work_cancel, aio_work_threads};
 
 } // namespace EVLOOP_PY_MODULE

@@ -167,6 +167,23 @@ def test_an_executor_of_the_callers_own_is_used():
     assert _both(scenario) == [(True, True), (True, True)]
 
 
+def test_as_many_calls_run_at_once_as_on_the_stock_loop():
+    """The pool has ThreadPoolExecutor's default size: that many calls blocking on each other
+    all run at once (a smaller pool would leave the barrier broken)."""
+    n = min(32, (getattr(os, "process_cpu_count", os.cpu_count)() or 1) + 4)
+
+    def scenario(loop):
+        barrier = threading.Barrier(n, timeout=DEADLINE)
+
+        async def main():
+            return sorted(await asyncio.gather(*[loop.run_in_executor(None, barrier.wait)
+                                                 for _ in range(n)]))
+        return _run(loop, main())
+
+    stock, ours = _both(scenario)
+    assert stock == ours == list(range(n))
+
+
 def test_submit_from_any_thread_gives_concurrent_futures(aloop):
     async def main():
         loop = asyncio.get_running_loop()

@@ -430,6 +430,22 @@ PyObject *work_idle(PyObject *me, PyObject *ev)
     Py_RETURN_TRUE;
 }
 
+// loop._evloop_work_threads(n): the pool's size, before its first item (evloop_work_configure
+// with the library's other defaults). 0, or the negative errno: -EBUSY once it has started or
+// from a thread that may not configure it now, -EINVAL for a size out of range.
+PyObject *work_threads(PyObject *me, PyObject *arg)
+{
+    Core *self = reinterpret_cast<Core *>(me);
+    unsigned long n = PyLong_AsUnsignedLong(arg);
+    if (n == static_cast<unsigned long>(-1) && PyErr_Occurred())
+        return nullptr;
+    if (n > UINT32_MAX)
+        return PyLong_FromLong(-EINVAL);
+    if (!may_submit(self))
+        return PyLong_FromLong(self->raw ? -EBUSY : -ESHUTDOWN);
+    return PyLong_FromLong(self->ops->work_threads(self->raw, unsigned(n)));
+}
+
 // loop._evloop_work_in_flight(): accepted items not settled yet.
 PyObject *work_in_flight(PyObject *me, PyObject *)
 {
@@ -514,6 +530,7 @@ PyMethodDef executor_methods[] = {
     {"_evloop_work_drain", work_drain, METH_NOARGS, nullptr},
     {"_evloop_work_idle", work_idle, METH_O, nullptr},
     {"_evloop_work_in_flight", work_in_flight, METH_NOARGS, nullptr},
+    {"_evloop_work_threads", work_threads, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
