@@ -103,6 +103,7 @@ struct evloop__work_pool {
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t head;
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t idle[IDLE_WORDS];
     _Atomic unsigned spinning;
+    _Atomic unsigned spin_credit; /* spins the loop may count on instead of a wake */
     _Atomic bool quit;
 
     /* The loop thread's. */
@@ -237,8 +238,24 @@ static bool spin_enter(struct evloop__work_pool *p)
     return true;
 }
 
+/* Takes one spin credit if there is one. seq_cst: for the loop, after its fence (see
+ * wake_workers()); for a pool thread, before its sleep's announce and fence. */
+static bool take_credit(struct evloop__work_pool *p)
+{
+    unsigned n = atomic_load(&p->spin_credit);
+    while (n > 0)
+        if (atomic_compare_exchange_weak(&p->spin_credit, &n, n - 1))
+            return true;
+    return false;
+}
+
 /* Spins up to the window watching the ring's head: an item that lands meanwhile costs no
- * syscall on either side. Pauses spinning when the spin loses its CPU, as the loop does. */
+ * syscall on either side. Pauses spinning when the spin loses its CPU, as the loop does.
+ * While it spins, the thread holds a spin credit, which the loop may take instead of waking
+ * a sleeping thread for an item (a wake the spinner would make useless, and on a small
+ * machine a thread that competes with the spinner and the loop for a CPU). The spinner takes
+ * a credit back before it can sleep: the credits left always stand for threads that will
+ * look at the ring again after the loop took one (tests/model/work.pml, -DSPIN). */
 static bool spin_for_item(struct evloop__work_pool *p, struct worker *w)
 {
     int64_t window = p->spin_adaptive ? w->spin : p->spin_fixed;
@@ -247,6 +264,7 @@ static bool spin_for_item(struct evloop__work_pool *p, struct worker *w)
     uint64_t last = evloop__clock_ns();
     if (last < w->spin_paused_until || !spin_enter(p))
         return false;
+    atomic_fetch_add(&p->spin_credit, 1);
     uint64_t end = last + (uint64_t)window;
     bool hit = false, preempted = false;
     for (unsigned i = 1;; i++) {
@@ -270,6 +288,9 @@ static bool spin_for_item(struct evloop__work_pool *p, struct worker *w)
                 break;
         }
     }
+    /* Ours, or another spinner's: either way a thread that has not yet taken its credit back
+     * looks at the ring again (a taken credit was counted on after the item's publication). */
+    (void)take_credit(p);
     atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
     if (hit)
         atomic_fetch_add_explicit(&w->spin_hits, 1, memory_order_relaxed);
@@ -324,12 +345,16 @@ static void *worker_main(void *arg)
 
 /* ---- the loop's half ------------------------------------------------------------------------ */
 
-/* After the loop published n items: wakes up to n sleeping pool threads. The fence orders
- * the publications before the reads of the idle bits and words (worker_sleep() says why);
- * a pool thread found awake will re-check the ring before it sleeps, so it is skipped. */
+/* After the loop published n items: wakes up to n sleeping pool threads, less one for each
+ * spin credit it takes (a spinning thread sees the item, or re-checks the ring before it
+ * sleeps). The fence orders the publications before the credits and the reads of the idle
+ * bits and words (worker_sleep() says why); a pool thread found awake will re-check the
+ * ring before it sleeps, so it is skipped. */
 static void wake_workers(struct evloop__work_pool *p, unsigned n)
 {
     evloop__fence();
+    while (n > 0 && take_credit(p))
+        n--;
     for (unsigned wi = 0; wi < p->nwords && n > 0; wi++) {
         uint64_t m = atomic_load_explicit(&p->idle[wi], memory_order_relaxed);
         while (m && n > 0) {

@@ -38,7 +38,13 @@
  *   -DCANCEL -DBROKEN_CANCEL_CHECK_THEN_SET  cancel reads QUEUED, then stores CANCELLED (no
  *                                 CAS): an item both runs and is cancelled: must fail
  *   -DSTOP -DBROKEN_STOP_EARLY    a stopping loop ends once nothing is queued and no reply
- *                                 waits, without waiting for running items: must fail */
+ *                                 waits, without waiting for running items: must fail
+ *   -DSPIN (alone, with -DCANCEL, with -DSTOP)  a pool thread may spin before it sleeps: it adds a
+ *                                 spin credit, reads the ring, and takes a credit back before
+ *                                 its sleep's announce; the loop, after its fence, takes a
+ *                                 credit instead of waking a sleeper: must pass
+ *   -DSPIN -DBROKEN_CREDIT_LATE   the spinning thread takes its credit back only after its
+ *                                 sleep (the loop counts on a thread that sleeps): must fail */
 
 #ifndef NITEMS
 #define NITEMS 2
@@ -90,6 +96,7 @@ byte loop_word = AWAKE;      /* the loop's sleep word (sleep.c), SC here */
 bool quit = false;
 bool stopping = false;
 byte live = 0;               /* accepted items whose done has not run */
+byte credit = 0;             /* spin credits (every access an RMW: SC) */
 
 inline flush_one(t) {
     mem[sb[t].a[0]] = sb[t].v[0];
@@ -158,7 +165,7 @@ inline reply(me, it, ran) {
 
 proctype Worker(byte me) {
     byte it, v, old;
-    bool got;
+    bool got, hit, spun;
     do
     :: /* ring_pop(): the slot's sequence word says published; the CAS on head takes it */
         d_step {
@@ -187,6 +194,26 @@ proctype Worker(byte me) {
             if
             :: quit -> break
             :: else ->
+                hit = false;
+                spun = false;
+#ifdef SPIN
+                /* spin_for_item(): a credit, the ring read (any number of reads is one
+                 * that sees the publication or not), the credit taken back if one is left */
+                if
+                :: true ->
+                    spun = true;
+                    d_step { drain_all(me); credit++ };
+                    load(me, PUB, v);
+                    hit = v > head;
+#ifndef BROKEN_CREDIT_LATE
+                    d_step { drain_all(me); if :: credit > 0 -> credit-- :: else -> skip fi }
+#endif
+                :: true -> skip
+                fi;
+#endif
+                if
+                :: hit -> skip /* back to ring_pop() */
+                :: else ->
                 /* worker_sleep() */
                 store(me, WORD(me), ASLEEP);
 #ifndef BROKEN_BIT_AFTER_RECHECK
@@ -213,6 +240,14 @@ proctype Worker(byte me) {
                     xchg(me, IDLE(me), 0, old)
                 fi;
                 xchg(me, WORD(me), AWAKE, old)
+                fi;
+#ifdef BROKEN_CREDIT_LATE
+                if
+                :: spun -> d_step { if :: credit > 0 -> credit-- :: else -> skip fi }
+                :: else -> skip
+                fi;
+#endif
+                spun = false
             fi
         fi
     od
@@ -257,7 +292,16 @@ inline publish(i) {
 #ifndef BROKEN_NO_FENCE
     fence(LOOP);
 #endif
+#ifdef SPIN
+    /* a spinning thread's credit instead of a wake */
+    d_step { if :: credit > 0 -> credit--; skipped = true :: else -> skipped = false fi };
+    if
+    :: skipped -> skip
+    :: else -> wake_one()
+    fi
+#else
     wake_one();
+#endif
 #endif
 }
 
@@ -279,7 +323,7 @@ inline cancel(i) {
 
 proctype Loop() {
     byte i = 0, w, v, old, k;
-    bool did_cancel = false;
+    bool did_cancel = false, skipped;
     /* submit every item (evloop_work_submit from the loop thread) */
     do
     :: i < NITEMS -> live++; publish(i); i++
