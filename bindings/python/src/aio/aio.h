@@ -20,6 +20,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 
 #include "aio_ops.h"
 
@@ -81,6 +82,14 @@ enum Hook : unsigned {
     H_RUN_ONCE = 1u << 8,
 };
 constexpr unsigned kHooks = 9;
+
+// CLOCK_MONOTONIC in ns (the poll bound of core.cpp, the GIL spin of executor.cpp).
+inline int64_t monotonic_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 inline PyObject *&slot(PyObject *o, Py_ssize_t off)
 {

@@ -982,13 +982,6 @@ constexpr double kMaxSelectTimeout = 24 * 3600; // the stdlib's MAXIMUM_SELECT_T
 // "Issue 30").
 constexpr int64_t kPollSkipNs = 20000;
 
-inline int64_t monotonic_ns()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // Whether this iteration, which would poll with a zero timeout, may leave the poll out: in
 // run_forever's C loop (in_loop), on the native poll path (no selector or _process_events of
 // someone else's, whose select() the stdlib calls each time), the loop not stopping, and the

@@ -22,7 +22,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 
 #include <atomic>
 
@@ -111,22 +110,15 @@ inline void cpu_relax()
 #endif
 }
 
-inline int64_t now_ns()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 void wait_for_poll(Core *core)
 {
     if (!g_multi_cpu || __atomic_load_n(&core->poll_thread, __ATOMIC_ACQUIRE) ||
         g_gil_spinner.exchange(true, std::memory_order_acquire))
         return;
-    int64_t end = now_ns() + kGilSpinNs;
+    int64_t end = monotonic_ns() + kGilSpinNs;
     for (unsigned i = 1; !__atomic_load_n(&core->poll_thread, __ATOMIC_ACQUIRE); i++) {
         cpu_relax();
-        if (i % 64 == 0 && now_ns() > end)
+        if (i % 64 == 0 && monotonic_ns() > end)
             break;
     }
     g_gil_spinner.store(false, std::memory_order_release);
