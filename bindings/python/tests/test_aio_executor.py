@@ -282,3 +282,19 @@ def test_many_loops_leave_no_thread_and_no_item_behind():
     gc.collect()
     assert _os_threads() <= threads
     assert not [o for o in gc.get_objects() if type(o).__name__ == "_WorkItem"]
+
+
+def test_a_call_the_pool_refuses_raises_and_leaves_no_item_behind():
+    """The C loop under the asyncio loop stopped (the pool refuses with -ESHUTDOWN): the call
+    raises RuntimeError, and the refused item, which its future holds as a done callback
+    while it holds the future, is collected."""
+    loop = evloop.new_event_loop()
+    try:
+        loop._evloop_raw.stop()
+        with pytest.raises(RuntimeError):
+            loop.run_in_executor(None, int)
+        gc.collect()
+        assert not [o for o in gc.get_objects()
+                    if isinstance(o, asyncio.Future) and o.get_loop() is loop]
+    finally:
+        loop.close()

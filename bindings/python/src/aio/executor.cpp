@@ -209,6 +209,9 @@ int submit(Core *self, WorkItem *it)
     it->core = reinterpret_cast<Core *>(Py_NewRef(reinterpret_cast<PyObject *>(self)));
     int r = self->ops->work_submit(self->raw, work_run, work_done, it, &it->id);
     if (r < 0) {
+        // Refused: never in the pool, so the collector may see it (its future may hold it as
+        // a done callback while it holds the future: a cycle to collect).
+        PyObject_GC_Track(it);
         Py_DECREF(it); // and its core reference (item_clear)
         errno = -r;
         PyErr_SetFromErrno(r == -ESHUTDOWN ? PyExc_RuntimeError : PyExc_OSError);
