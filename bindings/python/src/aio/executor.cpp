@@ -441,12 +441,6 @@ PyObject *work_threads(PyObject *me, PyObject *arg)
     return PyLong_FromLong(self->ops->work_threads(self->raw, unsigned(n)));
 }
 
-// loop._evloop_work_in_flight(): accepted items not settled yet.
-PyObject *work_in_flight(PyObject *me, PyObject *)
-{
-    return PyLong_FromSsize_t(reinterpret_cast<Core *>(me)->work_in_flight);
-}
-
 // _WorkItem(fut): the asyncio future's done callback. A cancelled future cancels the work if
 // no pool thread has taken it (-EBUSY: running, -EALREADY: returned; either way its result
 // is dropped).
@@ -524,7 +518,6 @@ PyMethodDef executor_methods[] = {
     {"_evloop_work_submit", EVLOOP_FASTKW(work_submit_cf), METH_FASTCALL, nullptr},
     {"_evloop_work_drain", work_drain, METH_NOARGS, nullptr},
     {"_evloop_work_idle", work_idle, METH_O, nullptr},
-    {"_evloop_work_in_flight", work_in_flight, METH_NOARGS, nullptr},
     {"_evloop_work_threads", work_threads, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
