@@ -4,7 +4,7 @@
 Design (docs/asyncio.md maps it, with its invariants and fallbacks; the measurements are in
 tournament/results/asyncio-log.md): ``EventLoop`` is asyncio's own Unix selector event loop
 (``asyncio.SelectorEventLoop``), so its servers, TLS, sendfile, subprocesses, pipes and
-signals are the standard library's, with six parts replaced:
+signals are the standard library's, with seven parts replaced:
 
 - the hot paths, native (``evloop._asyncio_core._AioCore``, src/aio/core.cpp, the C base of
   ``EventLoop``): ``call_soon``, ``call_later``, ``call_at``, ``call_soon_threadsafe`` and
@@ -27,6 +27,10 @@ signals are the standard library's, with six parts replaced:
   ``_add_reader``/``_remove_reader``/``_add_writer``/``_remove_writer`` store the stdlib's
   keys and handles and add the fd to evloop's poller from C; on a plain ``socket.socket``
   ``sock_recv`` receives and waits in C and ``sock_sendall`` makes its first send in C;
+- a server's accept path: the listening socket's reader (``_accept_connection``,
+  src/aio/accept.cpp) accepts in C and makes each connection's socket, protocol and transport
+  there, without the stdlib's task per connection (``_accept_connection2``); TLS, debug mode
+  and other sockets take the stdlib's way;
 - the selector: ``_EvloopSelector`` registers fds with the evloop C loop
   (``evloop_io_add``/``_modify``/``_remove``); the iteration waits in ``evloop_run_once``,
   where the fd callbacks only record readiness, and then does ``_process_events``'s work in
@@ -49,13 +53,14 @@ import math
 import os
 import selectors
 import socket
+import _socket
 import sys
 import threading
 import weakref
 from collections.abc import Mapping
 from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tuple, TypeVar
 
-from asyncio import base_events, events, format_helpers, futures
+from asyncio import base_events, constants, events, format_helpers, futures, trsock
 
 from ._common import Error
 from . import _arena, _asyncio_core
@@ -439,6 +444,8 @@ _asyncio_core._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
                               weakref.WeakValueDictionary, _StdLoop._ensure_fd_no_transport,
                               _StdLoop._sock_recv)
 _asyncio_core._aio_executor_setup(futures._convert_future_exc)
+_asyncio_core._aio_accept_setup(socket.socket, _socket.socket, _StdLoop._accept_connection,
+                                _StdLoop._accept_connection2)
 
 
 # The loop's methods that the stdlib's code calls on self and the native core replaces
@@ -548,6 +555,18 @@ class EventLoop(_asyncio_core._AioCore,  # type: ignore[misc,valid-type]
         handle = self._add_writer(fd, self._sock_sendall, fut, sock, memoryview(data), [n])
         fut.add_done_callback(functools.partial(self._sock_write_done, fd, handle=handle))
         return await fut  # type: ignore[no-any-return]
+
+    def _evloop_accept_failed(self, exc: OSError, protocol_factory: Any, sock: Any,
+                              sslcontext: Any = None, server: Any = None, backlog: int = 100,
+                              *args: Any) -> None:
+        """accept's error exc, out of descriptors or memory, as the stdlib's _accept_connection
+        handles it (the native accept path, src/aio/accept.cpp, met it and goes on trying):
+        reported, and the listener rests ACCEPT_RETRY_DELAY before _start_serving again."""
+        self.call_exception_handler({"message": "socket.accept() out of system resource",
+                                     "exception": exc, "socket": trsock.TransportSocket(sock)})
+        self._remove_reader(sock.fileno())
+        self.call_later(constants.ACCEPT_RETRY_DELAY, self._start_serving, protocol_factory,
+                        sock, sslcontext, server, backlog, *args)
 
     def run_in_executor(self, executor: Any, func: Callable[..., _T], *args: Any) -> Any:
         """The stdlib's run_in_executor; with no executor of the caller's (executor None and

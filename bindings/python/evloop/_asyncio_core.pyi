@@ -57,6 +57,10 @@ class _AioCore:
     def _ensure_fd_no_transport(self, fd: Any) -> None: ...
     def create_future(self) -> Any: ...
     def get_debug(self) -> bool: ...
+    # src/aio/accept.cpp: a server's accept path
+    def _accept_connection(self, protocol_factory: Callable[[], Any], sock: Any,
+                           sslcontext: Any = None, server: Any = None, backlog: int = 100,
+                           *args: Any) -> None: ...
     # src/aio/executor.cpp: run_in_executor(None, ...) on the library's work pool
     def _evloop_run_in_executor(self, fn: Callable[..., object], args: Tuple[Any, ...]) -> Any: ...
     def _evloop_work_submit(self, future: Any, fn: Callable[..., object],
@@ -82,6 +86,12 @@ def _aio_sock_setup(socket_type: type, future: type, partial: type, weak_value_d
                     sock_recv_callback: Callable[..., object]) -> None:
     """What the socket methods' fast paths make and check, and the stdlib's methods they
     fall back on."""
+
+def _aio_accept_setup(socket_type: type, socket_base: type,
+                      accept_connection: Callable[..., object],
+                      accept_connection2: Callable[..., object]) -> None:
+    """socket.socket (the class the accept path takes), _socket.socket (whose family, type
+    and proto it reads), and the stdlib's _accept_connection and _accept_connection2."""
 
 def _aio_executor_setup(convert_future_exc: Callable[..., object]) -> None:
     """asyncio.futures._convert_future_exc, which the default executor's results go through

@@ -8,6 +8,7 @@
 //   datagram.cpp   _AioDatagramBase, the datagram transport's read and send-at-once paths
 //   slots.cpp      the transports' hot attributes read at their slot offsets
 //   executor.cpp   run_in_executor(None, ...) on the library's work pool
+//   accept.cpp     _AioCore._accept_connection, a server's accept path
 //   module.cpp     the module: PyInit__asyncio_core, which calls each file's register_*
 // The core drives a RawLoop of either ingress variant through its module's AioOps
 // (src/aio_ops.h). Everything here runs with the GIL held.
@@ -222,6 +223,7 @@ int register_datagram(PyObject *m);
 int register_fds(PyObject *m);
 int register_sock(PyObject *m);
 int register_executor(PyObject *m);
+int register_accept(PyObject *m);
 
 // ---------------------------------------------------------------- executor.cpp
 
