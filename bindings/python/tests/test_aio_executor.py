@@ -298,3 +298,40 @@ def test_a_call_the_pool_refuses_raises_and_leaves_no_item_behind():
                     if isinstance(o, asyncio.Future) and o.get_loop() is loop]
     finally:
         loop.close()
+
+
+def test_a_call_that_blocks_for_long_costs_few_spins_and_the_loop_serves_meanwhile(aloop):
+    # The loop spins a while for the pool before it waits (executor.cpp's work_spin); a call
+    # that blocks stops it: after each spin that finds nothing the next ones wait twice as
+    # many waits, so 2,000 waits cost at most about a dozen spins, not one per wait. Timers
+    # and another thread's call_soon_threadsafe are served meanwhile.
+    gate = threading.Event()
+    got = []
+
+    async def main():
+        blocked = aloop.run_in_executor(None, gate.wait, DEADLINE)
+        await asyncio.sleep(0.01)
+        before = aloop._evloop_work_spins()
+        for i in range(2000):
+            await asyncio.sleep(0)
+            await asyncio.sleep(0.00001)  # a wait, with the call in flight
+        spins = aloop._evloop_work_spins()[0] - before[0]
+        fut = aloop.create_future()
+        threading.Thread(target=aloop.call_soon_threadsafe, args=(fut.set_result, 7)).start()
+        got.append(await asyncio.wait_for(fut, DEADLINE))
+        gate.set()
+        got.append(await blocked)
+        return spins
+
+    spins = aloop.run_until_complete(main())
+    assert got == [7, True]
+    assert spins <= (12 if (os.cpu_count() or 1) > 1 else 0), spins
+
+
+def test_sequential_short_calls_return_in_order_with_the_spin(aloop):
+    async def main():
+        return [await aloop.run_in_executor(None, pow, 2, i) for i in range(300)]
+
+    assert aloop.run_until_complete(main()) == [2 ** i for i in range(300)]
+    spins, hits = aloop._evloop_work_spins()
+    assert hits <= spins

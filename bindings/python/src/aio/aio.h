@@ -158,6 +158,11 @@ struct Core {
     // when none (the GIL is released inside: no other thread may submit then).
     struct WorkItem *work_done, *work_done_tail;
     Py_ssize_t work_in_flight;
+    // Calls the pool threads have run (written by them, atomically); the waits left to go
+    // without a spin for them, and how many the last spin that found nothing left: see
+    // executor.cpp's work_spin.
+    uint64_t work_ran, work_spins, work_spin_hits;
+    unsigned work_spin_skips, work_spin_backoff;
     PyObject *work_idle;
     unsigned long poll_thread;
 };
@@ -230,6 +235,10 @@ int register_accept(PyObject *m);
 // Settles the futures of the items the last poll completed (Core::work_done): 0, or -1 with
 // an exception set (the rest stay queued for the next call).
 int work_settle(Core *self);
+
+// Before a poll that may wait, with executor calls in flight: spins a while for a pool
+// thread to finish one (executor.cpp says when and how long).
+void work_spin(Core *self);
 
 // ---------------------------------------------------------------- fds.cpp
 

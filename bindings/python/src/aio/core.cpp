@@ -938,6 +938,8 @@ int poll_io(Core *self, int64_t timeout_ns)
     PyObject *me = reinterpret_cast<PyObject *>(self);
     PyObject *events;
     if (self->selector && self->selector_attr == self->selector) {
+        if (timeout_ns != 0 && self->work_in_flight)
+            work_spin(self);
         // the GIL is released inside: no other thread submits work meanwhile
         set_poll_thread(self, PyThread_get_thread_ident());
         int r = self->ops->poll(self->raw, timeout_ns);

@@ -163,7 +163,10 @@ void work_run(void *arg)
     }
     Py_CLEAR(it->fn);
     Py_CLEAR(it->args);
+    Core *core = it->core;
     PyEval_SaveThread();
+    // For the loop's spin (work_spin): the item's reply follows as this returns.
+    __atomic_add_fetch(&core->work_ran, 1, __ATOMIC_RELEASE);
 }
 
 // The done callback, on the loop thread inside evloop_run_once (the GIL held or not): queues
@@ -183,6 +186,59 @@ void work_done(void *arg, int status)
 }
 
 // ---------------------------------------------------------------- the loop thread's side
+
+// The loop's spin for the pool: an iteration about to wait while executor calls are in
+// flight first spins, the GIL released and marked as a poll's (so a pool thread takes the GIL
+// at once, wait_for_poll), until a pool thread has run a call (Core::work_ran moves) or
+// kLoopSpinNs pass; then it waits in the poll as always, where the call's reply is or is
+// about to be. A short call's round trip then costs no sleep and no wake on the loop's side
+// (two on every loop otherwise, as the stdlib's). A spin that found nothing makes the next
+// waits go straight to the poll, 8 of them, twice as many after each spin that finds nothing
+// again, up to kLoopSpinSkipsMax (a call that blocks for good, a thread waiting on a queue,
+// costs a spin every kLoopSpinSkipsMax waits); a spin that finds a call done starts over.
+// Never on one CPU. Meanwhile another thread's call_soon_threadsafe waits at most kLoopSpinNs
+// to be seen.
+constexpr int64_t kLoopSpinNs = 50000;
+constexpr unsigned kLoopSpinSkipsMax = 1024;
+
+} // namespace
+
+void work_spin(Core *self)
+{
+    if (!g_multi_cpu || self->work_in_flight <= 0)
+        return;
+    if (self->work_spin_skips) {
+        self->work_spin_skips--;
+        return;
+    }
+    uint64_t seen = __atomic_load_n(&self->work_ran, __ATOMIC_ACQUIRE);
+    bool hit = false;
+    self->work_spins++;
+    set_poll_thread(self, PyThread_get_thread_ident());
+    Py_BEGIN_ALLOW_THREADS
+    int64_t end = monotonic_ns() + kLoopSpinNs;
+    for (unsigned i = 1;; i++) {
+        if (__atomic_load_n(&self->work_ran, __ATOMIC_ACQUIRE) != seen) {
+            hit = true;
+            break;
+        }
+        cpu_relax();
+        if (i % 64 == 0 && monotonic_ns() > end)
+            break;
+    }
+    Py_END_ALLOW_THREADS
+    set_poll_thread(self, 0);
+    if (hit) {
+        self->work_spin_hits++;
+        self->work_spin_backoff = 0;
+        return;
+    }
+    unsigned b = self->work_spin_backoff ? self->work_spin_backoff * 2 : 8;
+    self->work_spin_backoff = b < kLoopSpinSkipsMax ? b : kLoopSpinSkipsMax;
+    self->work_spin_skips = self->work_spin_backoff;
+}
+
+namespace {
 
 // Whether this thread may call evloop_work_* now: it runs the loop, or no thread does and
 // none polls.
@@ -428,6 +484,14 @@ PyObject *work_idle(PyObject *me, PyObject *ev)
 // loop._evloop_work_threads(n): the pool's size, before its first item (evloop_work_configure
 // with the library's other defaults). 0, or the negative errno: -EBUSY once it has started or
 // from a thread that may not configure it now, -EINVAL for a size out of range.
+// loop._evloop_work_spins(): (spins, spins that found a call done) of work_spin, so far.
+PyObject *work_spins(PyObject *me, PyObject *)
+{
+    Core *self = reinterpret_cast<Core *>(me);
+    return Py_BuildValue("(KK)", (unsigned long long)self->work_spins,
+                         (unsigned long long)self->work_spin_hits);
+}
+
 PyObject *work_threads(PyObject *me, PyObject *arg)
 {
     Core *self = reinterpret_cast<Core *>(me);
@@ -519,6 +583,7 @@ PyMethodDef executor_methods[] = {
     {"_evloop_work_drain", work_drain, METH_NOARGS, nullptr},
     {"_evloop_work_idle", work_idle, METH_O, nullptr},
     {"_evloop_work_threads", work_threads, METH_O, nullptr},
+    {"_evloop_work_spins", work_spins, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
