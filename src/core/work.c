@@ -613,10 +613,7 @@ static int pool_new(evloop *loop, struct evloop__work_pool **out)
         atomic_init(&p->ring[i].seq, i);
         p->ring[i].item = NULL;
     }
-    long cpus = evloop__usable_cpus();
-    p->multi_cpu = cpus > 1;
-    p->max_spinners = cpus >= 8 ? (unsigned)(cpus / 4) : 1;
-    p->nthreads = default_threads(cpus);
+    p->nthreads = default_threads(evloop__usable_cpus());
     p->spin_adaptive = true;
     /* release: evloop_work_stats on another thread reads the pool it finds. */
     atomic_store_explicit(&loop->work, p, memory_order_release);
@@ -661,6 +658,26 @@ static int start_worker(struct evloop__work_pool *p, struct worker *w)
     return -r;
 }
 
+/* The CPUs the pool threads and the loop have between them: the placement's cpus (or, without
+ * one, the mask the pool threads inherit) and the mask of the thread that starts them, which
+ * is the loop thread, or the one thread that submits while none runs the loop. A pool thread
+ * that spins on the loop's only CPU takes it from the loop, however many CPUs the pool
+ * threads are given elsewhere; pool threads on other CPUs than the loop's may spin even when
+ * the loop has one. */
+static long pool_cpus(const struct evloop__work_pool *p)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        for (unsigned i = 0; i < p->ncpus; i++)
+            CPU_SET(p->cpus[i], &set);
+        return CPU_COUNT(&set);
+    }
+#endif
+    (void)p;
+    return evloop__usable_cpus();
+}
+
 /* Starts the pool threads, with every signal blocked (they inherit the mask): a signal for
  * the process is never delivered to a pool thread in the middle of someone's work. At least
  * one must start; fewer than asked is kept (the pool is just smaller). */
@@ -670,6 +687,9 @@ static int start_pool(struct evloop__work_pool *p)
     if (!p->workers)
         return -ENOMEM;
     memset(p->workers, 0, p->nthreads * sizeof(*p->workers));
+    long cpus = pool_cpus(p);
+    p->multi_cpu = cpus > 1;
+    p->max_spinners = cpus >= 8 ? (unsigned)(cpus / 4) : 1;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
