@@ -2,9 +2,11 @@
  * done on the loop thread, start order, done callbacks never nested and followed by their
  * microtasks, cancel before start and while running, stop and free with items pending (every
  * accepted item reported once), the thread rules, bad input, placement, sleeping pool
- * threads woken, and evloop_run_once. */
+ * threads woken (also when the pool shares the loop's CPU and its wakes wait for the end of
+ * the tick), and evloop_run_once. */
 #include "test_util.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -704,6 +706,123 @@ static void test_idle_pool_threads_sleep_and_a_submit_wakes_one(void **state)
     test_loop_free(loop);
 }
 
+/* ---- the deferred wake: the pool on the loop's one CPU (issue 31) ------------------------- */
+
+#ifdef __linux__
+/* The first CPU this thread may use. */
+static int first_cpu(cpu_set_t *mask)
+{
+    assert_int_equal(sched_getaffinity(0, sizeof(*mask), mask), 0);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, mask))
+            return c;
+    fail_msg("no CPU in the affinity mask");
+    return -1;
+}
+
+static int g_one_cpu;
+
+/* On the loop thread, before the pool starts: the loop gets the CPU its pool threads are
+ * placed on, so the pool defers its wakes to the end of the tick. */
+static void pin_loop_thread(evloop *loop)
+{
+    (void)loop;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(g_one_cpu, &one);
+    CHECK_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+}
+
+static void configure_on_cpu(evloop *loop, int *cpu)
+{
+    evloop_work_config_init(&g_cfg);
+    g_cfg.threads = 2;
+    g_cfg.spin_ns = 0; /* idle means asleep: only a wake brings a pool thread back */
+    g_cfg.cpus = cpu;
+    g_cfg.ncpus = 1;
+    assert_rc(evloop_work_configure(loop, &g_cfg), 0);
+}
+
+static void chain_start(evloop *loop)
+{
+    chain_next(loop);
+}
+#endif
+
+/* Each done submits the next item, then the loop has nothing left to do and sleeps: the
+ * wake the submit deferred must be made before that sleep, or the item waits forever with
+ * every pool thread asleep (the deadline ends the test). */
+static void test_a_submit_from_a_done_is_woken_before_the_loop_sleeps(void **state)
+{
+    (void)state;
+#ifdef __linux__
+    cpu_set_t mask;
+    g_one_cpu = first_cpu(&mask);
+    int n = TEST_SIZE(400) > 50 ? TEST_SIZE(400) : 50;
+    evloop *loop = new_loop(false);
+    configure_on_cpu(loop, &g_one_cpu);
+    jobs_reset(loop, n);
+    atomic_store(&g_chain_left, n);
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    run_on_loop(loop, pin_loop_thread);
+    run_on_loop(loop, chain_start); /* the pool starts here, on the loop thread */
+    assert_true(wait_for_count(&g_done, (uint64_t)n));
+    test_runner_stop(&r);
+    assert_int_equal(assert_jobs_reported_once(n), n);
+    test_loop_free(loop);
+#else
+    skip();
+#endif
+}
+
+#ifdef __linux__
+static void timer_submit(void *arg)
+{
+    struct job *j = arg;
+    CHECK_EQ(evloop_work_submit(j->loop, job_work, job_done, j, NULL), 0);
+}
+#endif
+
+/* The same under evloop_run_once with evloop_backend_fd: a timer that fires during the wait
+ * of a call (its callback then runs in the call's second half) submits an item; the outer
+ * loop then waits on the fd, which becomes readable only when that item's reply arrives, so
+ * evloop_run_once must wake the pool before it returns. */
+static void test_run_once_wakes_the_pool_for_a_submit_before_it_returns(void **state)
+{
+    (void)state;
+#ifdef __linux__
+    cpu_set_t mask;
+    g_one_cpu = first_cpu(&mask);
+    evloop *loop = new_loop(false);
+    int fd = evloop_backend_fd(loop);
+    if (fd == -ENOTSUP) {
+        test_loop_free(loop);
+        skip();
+    }
+    assert_true(fd >= 0);
+    configure_on_cpu(loop, &g_one_cpu);
+    int n = TEST_SIZE(40) > 10 ? TEST_SIZE(40) : 10;
+    jobs_reset(loop, n);
+    pin_loop_thread(loop); /* this thread runs the loop; the pool starts on it */
+    for (int k = 0; k < n; k++) {
+        assert_rc(evloop_timer_start(loop, 1000000, 0, timer_submit, &g_jobs[k], NULL), 0);
+        assert_true(evloop_run_once(loop, (int64_t)TEST_DEADLINE_MS * 1000000) >= 0);
+        while (atomic_load(&g_done) < (uint64_t)k + 1) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, TEST_DEADLINE_MS) != 1)
+                fail_msg("item %d submitted, and the backend fd stays quiet", k);
+            assert_true(evloop_run_once(loop, 0) >= 0);
+        }
+    }
+    assert_int_equal(sched_setaffinity(0, sizeof(mask), &mask), 0);
+    assert_int_equal(assert_jobs_reported_once(n), n);
+    test_loop_free(loop);
+#else
+    skip();
+#endif
+}
+
 static void test_run_once_delivers_done_callbacks(void **state)
 {
     (void)state;
@@ -739,6 +858,8 @@ int main(void)
         cmocka_unit_test(test_bad_input_gets_a_negative_errno),
         cmocka_unit_test(test_placement_pins_pool_threads_to_the_cpus_given),
         cmocka_unit_test(test_idle_pool_threads_sleep_and_a_submit_wakes_one),
+        cmocka_unit_test(test_a_submit_from_a_done_is_woken_before_the_loop_sleeps),
+        cmocka_unit_test(test_run_once_wakes_the_pool_for_a_submit_before_it_returns),
         cmocka_unit_test(test_run_once_delivers_done_callbacks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

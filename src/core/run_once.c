@@ -6,6 +6,7 @@
 #include "embed_fd.h"
 #include "run.h"
 #include "tick.h"
+#include "work.h"
 
 /* Callbacks run so far, as evloop_run_once counts them (hooks are not). Loop thread. */
 static uint64_t callbacks_run(evloop *loop)
@@ -51,6 +52,9 @@ EVLOOP_API int evloop_run_once(evloop *loop, int64_t timeout_ns)
     r = evloop__tick_wait(loop, cap);
     if (r >= 0 && cap != 0 && callbacks_run(loop) == before)
         evloop__tick_ready(loop);
+    /* The pool threads' wakes that the callbacks since the wait deferred: the loop may not
+     * run again until an item's done is ready. */
+    evloop__work_flush(loop);
     uint64_t ran = callbacks_run(loop) - before;
     if (evloop__drained(loop)) {
         evloop__terminate(loop);

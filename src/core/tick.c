@@ -338,12 +338,16 @@ static int poll_or_sleep(evloop *loop, int64_t max_wait_ns)
         /* Shutdown drains tasks only: no fd callbacks, no timers, no hooks. The pool's items
          * no thread has started are cancelled; the loop waits for those running. */
         evloop__work_stop(loop);
+        evloop__work_flush(loop);
         if (evloop__work_busy(loop) && !evloop__has_work(loop))
             wait_for_pool(loop, max_wait_ns);
         return 0;
     }
     if (evloop__hooks_any(loop, EVLOOP_HOOK_PREPARE))
         evloop__run_hooks(loop, EVLOOP_HOOK_PREPARE);
+    /* The pool threads' wakes this tick's submits deferred (work.c), once, after the last
+     * callback that may submit before the wait. */
+    evloop__work_flush(loop);
     int r = wait_for_work(loop, max_wait_ns);
     if (evloop__hooks_any(loop, EVLOOP_HOOK_CHECK))
         evloop__run_hooks(loop, EVLOOP_HOOK_CHECK);

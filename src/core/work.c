@@ -113,6 +113,7 @@ struct evloop__work_pool {
     struct item *free_items;
     struct item *cancelled, *cancelled_tail; /* done(-ECANCELED) to run, in cancel order */
     struct evloop__taskq overflow;           /* items (arg) waiting for room, in order */
+    unsigned unwoken; /* items published whose wake waits for evloop__work_flush() */
     bool stopped;
     _Atomic uint64_t submitted, completed, ncancelled, pending, wakes, overflows;
 };
@@ -373,6 +374,34 @@ static void wake_workers(struct evloop__work_pool *p, unsigned n)
     }
 }
 
+/* After the loop published n items. When the pool threads and the loop have one CPU between
+ * them (!multi_cpu), a pool thread woken now would preempt the loop on its way out of the
+ * wake call, run its one item and sleep again: while the loop runs (a callback, a hook, the
+ * tick's own step), the wakes wait instead for evloop__work_flush(), which the tick calls
+ * before it polls or sleeps and evloop_run_once before it returns, and are made there at
+ * once, as one wake_workers() call. A submit while no thread runs the loop, or to a pool
+ * with a CPU besides the loop's, wakes now. */
+static void wake_for(struct evloop__work_pool *p, unsigned n)
+{
+    /* relaxed: the caller is the loop thread, which stored true itself (evloop__enter), or
+     * the one thread allowed while none runs the loop (check_caller() read it). */
+    if (!p->multi_cpu && atomic_load_explicit(&p->loop->running, memory_order_relaxed)) {
+        p->unwoken += n;
+        return;
+    }
+    wake_workers(p, n);
+}
+
+void evloop__work_flush(evloop *loop)
+{
+    struct evloop__work_pool *p = atomic_load_explicit(&loop->work, memory_order_relaxed);
+    if (!p || p->unwoken == 0)
+        return;
+    unsigned n = p->unwoken;
+    p->unwoken = 0;
+    wake_workers(p, n);
+}
+
 static struct item *item_at(struct evloop__work_pool *p, uint32_t index)
 {
     return &p->blocks[index / BLOCK_ITEMS][index % BLOCK_ITEMS];
@@ -490,7 +519,7 @@ static void refill(struct evloop__work_pool *p)
         pushed++;
     }
     if (pushed)
-        wake_workers(p, pushed);
+        wake_for(p, pushed);
 }
 
 void evloop__work_run(evloop *loop)
@@ -761,7 +790,7 @@ EVLOOP_API int evloop_work_configure(evloop *loop, const struct evloop_work_conf
 static int enqueue(struct evloop__work_pool *p, struct item *it)
 {
     if (evloop__taskq_is_empty(&p->overflow) && ring_push(p, it)) {
-        wake_workers(p, 1);
+        wake_for(p, 1);
         return 0;
     }
     int r = evloop__taskq_push(&p->overflow, NULL, it);

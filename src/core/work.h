@@ -16,6 +16,11 @@ struct evloop__work_pool;
  * queue. */
 void evloop__work_run(evloop *loop);
 
+/* Loop thread, before it polls or sleeps and before evloop_run_once returns: wakes pool
+ * threads for the items published since the last call whose wake was deferred (the pool
+ * shares the loop's one CPU). Nothing accepted is left unwoken while the loop sleeps. */
+void evloop__work_flush(evloop *loop);
+
 /* Loop thread, once the loop is stopping: every item no pool thread has started is
  * cancelled (its done runs with -ECANCELED at the next evloop__work_run). Idempotent. */
 void evloop__work_stop(evloop *loop);

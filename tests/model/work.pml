@@ -44,7 +44,18 @@
  *                                 its sleep's announce; the loop, after its fence, takes a
  *                                 credit instead of waking a sleeper: must pass
  *   -DSPIN -DBROKEN_CREDIT_LATE   the spinning thread takes its credit back only after its
- *                                 sleep (the loop counts on a thread that sleeps): must fail */
+ *                                 sleep (the loop counts on a thread that sleeps): must fail
+ *   -DDEFER (alone, with -DCANCEL, with -DSTOP)  the deferred wake (the pool shares the loop's
+ *                                 one CPU: wake_for(), evloop__work_flush()): the loop submits
+ *                                 each item from a callback of any of its ticks (after that
+ *                                 tick's replies, so also from a done), publishes it and only
+ *                                 counts it; before it sleeps it flushes (fence, then wakes up
+ *                                 to that many sleeping threads): must pass
+ *   -DDEFER -DBROKEN_FLUSH_EARLY  the flush runs at the start of the tick, before the
+ *                                 callbacks that submit: an item submitted by the tick's
+ *                                 last callback is left unwoken while the loop sleeps: must
+ *                                 fail
+ *   -DDEFER -DBROKEN_NO_FENCE     the flush without its fence: must fail */
 
 #ifndef NITEMS
 #define NITEMS 2
@@ -97,6 +108,7 @@ bool quit = false;
 bool stopping = false;
 byte live = 0;               /* accepted items whose done has not run */
 byte credit = 0;             /* spin credits (every access an RMW: SC) */
+byte nsub = 0;               /* items submitted (accepted) */
 
 inline flush_one(t) {
     mem[sb[t].a[0]] = sb[t].v[0];
@@ -255,12 +267,12 @@ proctype Worker(byte me) {
 
 /* ---- the loop ---- */
 
-/* wake_workers(loop, 1): claims idle bits in order and wakes the first thread whose word it
- * flips from ASLEEP. */
-inline wake_one() {
+/* wake_workers(loop, n): claims idle bits in order and wakes up to n threads, each one whose
+ * word it flips from ASLEEP. */
+inline wake_workers() {
     w = 0;
     do
-    :: w < NW ->
+    :: w < NW && n > 0 ->
         load(LOOP, IDLE(w), v);
         if
         :: v != 0 ->
@@ -270,7 +282,7 @@ inline wake_one() {
             :: v == ASLEEP ->
                 xchg(LOOP, WORD(w), AWAKE, old);
                 if
-                :: old == ASLEEP -> blocked[w] = false; break
+                :: old == ASLEEP -> blocked[w] = false; n--
                 :: else -> skip
                 fi
             :: else -> skip /* awake: it re-checks the ring before it sleeps */
@@ -285,7 +297,8 @@ inline wake_one() {
 inline publish(i) {
 #ifdef BROKEN_WAKE_BEFORE_PUBLISH
     fence(LOOP);
-    wake_one();
+    n = 1;
+    wake_workers();
     store(LOOP, PUB, i + 1);
 #else
     store(LOOP, PUB, i + 1);
@@ -297,13 +310,31 @@ inline publish(i) {
     d_step { if :: credit > 0 -> credit--; skipped = true :: else -> skipped = false fi };
     if
     :: skipped -> skip
-    :: else -> wake_one()
+    :: else -> n = 1; wake_workers()
     fi
 #else
-    wake_one();
+    n = 1;
+    wake_workers();
 #endif
 #endif
 }
+
+/* evloop__work_flush(): the wakes the tick's submits deferred, as one wake_workers(). */
+inline flush() {
+    if
+    :: unwoken > 0 ->
+#ifndef BROKEN_NO_FENCE
+        fence(LOOP);
+#endif
+        n = unwoken;
+        unwoken = 0;
+        wake_workers()
+    :: else -> skip
+    fi
+}
+
+/* A callback of the tick submits (DEFER): check_caller() refuses once the loop is stopping. */
+#define MORE (i < NITEMS && !stopping)
 
 inline cancel(i) {
 #ifdef BROKEN_CANCEL_CHECK_THEN_SET
@@ -322,16 +353,23 @@ inline cancel(i) {
 }
 
 proctype Loop() {
-    byte i = 0, w, v, old, k;
+    byte i = 0, w, v, old, k, n, unwoken = 0;
     bool did_cancel = false, skipped;
+#ifndef DEFER
     /* submit every item (evloop_work_submit from the loop thread) */
     do
-    :: i < NITEMS -> live++; publish(i); i++
+    :: i < NITEMS -> live++; nsub++; publish(i); i++
     :: else -> break
     od;
+#endif
     do
-    :: /* evloop__work_run(): the replies visible now, then the cancelled list (the loop
-        * thread's own steps, one atomic step here) */
+    ::
+#ifdef BROKEN_FLUSH_EARLY
+        flush();
+        skip;
+#endif
+        /* evloop__work_run(): the replies visible now, then the cancelled list (the loop
+         * thread's own steps, one atomic step here) */
         d_step {
             do
             :: reply_head < replies ->
@@ -354,9 +392,17 @@ proctype Loop() {
             od;
             k = 0
         };
+#ifdef DEFER
+        /* a callback of this tick (a done above, a task, an fd) may submit the next item:
+         * published, its wake counted for the flush */
+        if
+        :: MORE -> live++; nsub++; store(LOOP, PUB, i + 1); unwoken++; i++
+        :: true -> skip
+        fi;
+#endif
 #ifdef CANCEL
         if
-        :: !did_cancel -> cancel(1); did_cancel = true
+        :: !did_cancel && nsub > 1 -> cancel(1); did_cancel = true
         :: true -> skip
         fi;
 #endif
@@ -368,7 +414,7 @@ proctype Loop() {
                 stopping = true;
                 k = 0;
                 do
-                :: k < NITEMS ->
+                :: k < nsub ->
                     if
                     :: state[k] == QUEUED -> state[k] = CANCELLED; cancelled_list[k] = true; ncancelled++
                     :: else -> skip
@@ -385,11 +431,16 @@ proctype Loop() {
 #ifdef BROKEN_STOP_EARLY
         :: stopping && reply_head == replies && ncancelled == 0 -> break
 #endif
-        :: live == 0 && reply_head == replies -> break
+        :: live == 0 && reply_head == replies && !MORE -> break
         :: else ->
-            /* prepare_sleep() / wait_for_pool(): announce, re-check, block */
+#if defined(DEFER) && !defined(BROKEN_FLUSH_EARLY)
+            /* poll_or_sleep(): the flush before the wait, the stopping tick's too */
+            flush();
+#endif
+            /* prepare_sleep() / wait_for_pool(): announce, re-check, block (not while a
+             * callback is left that submits) */
             if
-            :: reply_head < replies || ncancelled > 0 -> skip
+            :: reply_head < replies || ncancelled > 0 || MORE -> skip
             :: else ->
                 loop_word = ASLEEP;
                 if
@@ -426,11 +477,15 @@ init {
     (_nr_pr == 2); /* every thread but Memory has ended: the pool is joined */
     k = 0;
     do
-    :: k < NITEMS ->
+    :: k < nsub ->
         assert(dones[k] == 1);                            /* (b) reported exactly once */
         assert(done_status[k] == 1 || works[k] == 1);     /* ran: its work ran once */
         assert(done_status[k] == 0 || works[k] == 0);     /* cancelled: never ran */
         k++
+    :: else -> break
+    od;
+    do
+    :: k < NITEMS -> assert(dones[k] == 0 && works[k] == 0); k++ /* never submitted */
     :: else -> break
     od
 }
