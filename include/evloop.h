@@ -262,7 +262,10 @@ EVLOOP_API int evloop_op_cancel(evloop *loop, int fd);
  * calls); from another thread while the loop runs they return -EBUSY.
  * The pool starts on the first submit, with evloop_work_configure's settings or the defaults
  * of evloop_work_config_init; its threads sleep when idle (after a bounded adaptive spin) and
- * end in evloop_free.
+ * end in evloop_free. When the pool threads and the loop have one CPU between them, a submit
+ * from a callback wakes a pool thread only when the loop's tick reaches its wait (or
+ * evloop_run_once returns): a callback must not block the loop thread until its item's work
+ * has run.
  * Stop: after evloop_stop, items no pool thread has started complete with -ECANCELED, items
  * running complete with 0 once they return, and evloop_run returns only after every accepted
  * item's done has run (a running item keeps it waiting); new submits get -ESHUTDOWN. A
