@@ -481,9 +481,6 @@ PyObject *work_idle(PyObject *me, PyObject *ev)
     Py_RETURN_TRUE;
 }
 
-// loop._evloop_work_threads(n): the pool's size, before its first item (evloop_work_configure
-// with the library's other defaults). 0, or the negative errno: -EBUSY once it has started or
-// from a thread that may not configure it now, -EINVAL for a size out of range.
 // loop._evloop_work_spins(): (spins, spins that found a call done) of work_spin, so far.
 PyObject *work_spins(PyObject *me, PyObject *)
 {
@@ -492,6 +489,9 @@ PyObject *work_spins(PyObject *me, PyObject *)
                          (unsigned long long)self->work_spin_hits);
 }
 
+// loop._evloop_work_threads(n): the pool's size, before its first item (evloop_work_configure
+// with the library's other defaults). 0, or the negative errno: -EBUSY once it has started or
+// from a thread that may not configure it now, -EINVAL for a size out of range.
 PyObject *work_threads(PyObject *me, PyObject *arg)
 {
     Core *self = reinterpret_cast<Core *>(me);
