@@ -13,10 +13,14 @@
 // protocol is made in the iteration that accepts, not the next, and connection_made runs one
 // iteration later instead of two. A task cancelled while it awaits (asyncio.run's end
 // cancels every task) closes its transport in the stdlib; here there is no such task.
-// Anything else (TLS, debug mode, another socket class or family, an overridden
-// _accept_connection2, an accept error other than "nothing waits") is the stdlib's
-// _accept_connection, called as it is; accept's errors are the stdlib's (out of a resource:
-// evloop/_aio.py's _evloop_accept_failed rests the listener as the stdlib's code does).
+// A round's accepts come first, in batches of 64, and then their connections are made (as
+// the stdlib's round comes before its tasks run): a factory that closes the server neither
+// cuts the round short nor has the next accept meet a closed or reused fd. Accept errors are
+// handled as the stdlib's: nothing waiting ends the round, EINTR runs the signal handlers,
+// out of descriptors or memory calls evloop/_aio.py's _evloop_accept_failed (which rests the
+// listener) and the round goes on, any other error goes up for the loop to log. Anything
+// else (TLS, debug mode, another socket class or family, an overridden _accept_connection2,
+// no accept4) is the stdlib's _accept_connection, called as it is.
 #include "aio.h"
 
 #include <arpa/inet.h>
@@ -42,7 +46,8 @@ struct AcceptGlobals {
     PyObject *family_d = nullptr, *type_d = nullptr, *proto_d = nullptr; // _socket.socket's
     PyObject *std_accept = nullptr;  // BaseSelectorEventLoop._accept_connection
     PyObject *std_accept2 = nullptr; // BaseSelectorEventLoop._accept_connection2
-    PyObject *s_fileno, *s_accept2, *s_accept_failed, *s_make_transport, *s_peername, *kw_transport;
+    PyObject *s_fileno, *s_accept2, *s_accept_failed, *s_make_transport, *s_peername;
+    PyObject *kw_transport; // ("waiter", "extra", "server")
 };
 AcceptGlobals ga;
 
