@@ -46,6 +46,7 @@ signals are the standard library's, with seven parts replaced:
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
 import functools
 import inspect
@@ -446,6 +447,113 @@ _asyncio_core._aio_sock_setup(socket.socket, asyncio.Future, functools.partial,
 _asyncio_core._aio_executor_setup(futures._convert_future_exc)
 _asyncio_core._aio_accept_setup(socket.socket, _socket.socket, _StdLoop._accept_connection,
                                 _StdLoop._accept_connection2)
+
+
+# The stdlib's stream transport construction as src/aio/stream_init.cpp writes it: for each
+# function it stands for, the names and constants of the versions it was written from (CPython
+# 3.11.2, 3.11.7, 3.12 and 3.13). A version whose code differs in either (a store added, a
+# limit changed) keeps the stdlib's __init__; tests/test_aio_stream_init.py compares the two
+# constructions.
+_SST_INIT_NAMES = {
+    "3.11.7": ("_read_ready_cb", "super", "__init__", "_eof", "_empty_waiter", "base_events",
+               "_set_nodelay", "_sock", "_loop", "call_soon", "_protocol", "connection_made",
+               "_add_reader", "_sock_fd", "_read_ready", "futures",
+               "_set_result_unless_cancelled"),
+    "3.11.2": ("_read_ready_cb", "super", "__init__", "_eof", "_paused", "_empty_waiter",
+               "base_events", "_set_nodelay", "_sock", "_loop", "call_soon", "_protocol",
+               "connection_made", "_add_reader", "_sock_fd", "_read_ready", "futures",
+               "_set_result_unless_cancelled"),
+    "3.12": ("_read_ready_cb", "super", "__init__", "_eof", "_empty_waiter", "_HAS_SENDMSG",
+             "_write_sendmsg", "_write_ready", "_write_send", "base_events", "_set_nodelay",
+             "_sock", "_loop", "call_soon", "_protocol", "connection_made", "_add_reader",
+             "_sock_fd", "_read_ready", "futures", "_set_result_unless_cancelled"),
+}
+_ST_INIT_NAMES = {
+    "3.11.7": ("super", "__init__", "trsock", "TransportSocket", "_extra", "getsockname",
+               "OSError", "getpeername", "socket", "error", "_sock", "fileno", "_sock_fd",
+               "_protocol_connected", "set_protocol", "_server", "_buffer_factory", "_buffer",
+               "_conn_lost", "_closing", "_paused", "_attach", "_transports"),
+    "3.11.2": ("super", "__init__", "trsock", "TransportSocket", "_extra", "getsockname",
+               "OSError", "getpeername", "socket", "error", "_sock", "fileno", "_sock_fd",
+               "_protocol_connected", "set_protocol", "_server", "_buffer_factory", "_buffer",
+               "_conn_lost", "_closing", "_attach", "_transports"),
+    "3.12": ("super", "__init__", "trsock", "TransportSocket", "_extra", "getsockname",
+             "OSError", "getpeername", "socket", "error", "_sock", "fileno", "_sock_fd",
+             "_protocol_connected", "set_protocol", "_server", "collections", "deque",
+             "_buffer", "_conn_lost", "_closing", "_paused", "_attach", "_transports"),
+}
+_STREAM_INIT_CODE = {
+    # function: the (names, constants) pairs of the versions it was written from; 3.13's
+    # are 3.12's
+    "_SelectorSocketTransport.__init__": tuple(
+        (names, (None, False)) for names in _SST_INIT_NAMES.values()),
+    "_SelectorTransport.__init__": tuple(
+        (names, (None, "socket", "sockname", "peername", False, 0))
+        for names in _ST_INIT_NAMES.values()),
+    "_FlowControlMixin.__init__": (
+        (("super", "__init__", "_loop", "_protocol_paused", "_set_write_buffer_limits"),
+         (None, False)),),
+    "BaseTransport.__init__": ((("_extra",), (None,)),),
+    "_SelectorSocketTransport.set_protocol": (
+        (("isinstance", "protocols", "BufferedProtocol", "_read_ready__get_buffer",
+          "_read_ready_cb", "_read_ready__data_received", "super", "set_protocol"), (None,)),),
+    "_SelectorTransport.set_protocol": ((("_protocol", "_protocol_connected"), (None, True)),),
+    "_FlowControlMixin._set_write_buffer_limits": (
+        (("ValueError", "_high_water", "_low_water"),
+         (None, 65536, 4, 0, "high (", ") must be >= low (", ") must be >= 0")),),
+    "_set_nodelay": (
+        (("family", "socket", "AF_INET", "AF_INET6", "type", "SOCK_STREAM", "proto",
+          "IPPROTO_TCP", "setsockopt", "TCP_NODELAY"), (None, 1)),),
+}
+
+
+def _stream_init_setup() -> bool:
+    """Makes _SocketTransport.__init__ the native construction when every function of the
+    stdlib's construction is one src/aio/stream_init.cpp was written from; whether it did."""
+    se = asyncio.selector_events
+    tr = asyncio.transports
+    funcs = {
+        "_SelectorSocketTransport.__init__": _StdSocketTransport.__init__,
+        "_SelectorTransport.__init__": se._SelectorTransport.__init__,
+        "_FlowControlMixin.__init__": tr._FlowControlMixin.__init__,
+        "BaseTransport.__init__": tr.BaseTransport.__init__,
+        "_SelectorSocketTransport.set_protocol": _StdSocketTransport.set_protocol,
+        "_SelectorTransport.set_protocol": se._SelectorTransport.set_protocol,
+        "_FlowControlMixin._set_write_buffer_limits":
+            tr._FlowControlMixin._set_write_buffer_limits,
+        "_set_nodelay": base_events._set_nodelay,
+    }
+    for name, f in funcs.items():
+        code = getattr(f, "__code__", None)
+        if code is None or (code.co_names, code.co_consts) not in _STREAM_INIT_CODE[name]:
+            return False
+    st_names = se._SelectorTransport.__init__.__code__.co_names
+    if "deque" in st_names:
+        factory: Any = collections.deque
+    elif getattr(se._SelectorTransport, "_buffer_factory", None) is bytearray:
+        factory = bytearray
+    else:
+        return False
+    sst_names = _StdSocketTransport.__init__.__code__.co_names
+    write_ready = None
+    if "_write_ready" in sst_names:
+        write_ready = "_write_sendmsg" if se._HAS_SENDMSG else "_write_send"
+    # Where _paused is stored (stream_init.cpp's InitGlobals::paused): the versions above
+    # store it in one __init__ of the two, or in neither.
+    if "_paused" in st_names and "_paused" in sst_names:
+        return False
+    paused = 1 if "_paused" in st_names else 2 if "_paused" in sst_names else 0
+    # 3.13's Server._attach(transport) is called with the transport, the ones before without.
+    attach_self = base_events.Server._attach.__code__.co_argcount == 2
+    _asyncio_core._aio_stream_init_setup(
+        _SocketTransport, socket.socket, _StdSocketTransport.__init__, trsock.TransportSocket,
+        asyncio.BufferedProtocol, factory, futures._set_result_unless_cancelled, write_ready,
+        paused, attach_self)
+    _SocketTransport.__init__ = _asyncio_core._AioStreamBase._evloop_init  # type: ignore
+    return True
+
+
+_STREAM_INIT_NATIVE = _stream_init_setup()
 
 
 # The loop's methods that the stdlib's code calls on self and the native core replaces

@@ -108,6 +108,18 @@ class _AioStreamBase:
     def _read_ready__get_buffer(self) -> None: ...
     def write(self, data: Any) -> None: ...
     def is_closing(self) -> bool: ...
+    def _evloop_init(self, loop: Any, sock: Any, protocol: Any, waiter: Any = None,
+                     extra: Any = None, server: Any = None) -> None:
+        """The stdlib's construction in C (src/aio/stream_init.cpp), for
+        _SocketTransport.__init__."""
+
+def _aio_stream_init_setup(cls: type, socket_type: type, std_init: Callable[..., object],
+                           transport_socket: type, buffered_protocol: type,
+                           buffer_factory: Callable[[], Any],
+                           set_result_unless_cancelled: Callable[..., object],
+                           write_ready: Optional[str], paused: int, attach_self: bool) -> None:
+    """What evloop/_aio.py found the stdlib's stream transport construction to be
+    (src/aio/stream_init.cpp)."""
 
 def _aio_transport_setup(stdlib_write: Callable[..., object], cls: type) -> None:
     """The stdlib transport's write, for what the native write leaves to it, and evloop's

@@ -43,7 +43,7 @@ struct Accepted {
 
 struct AcceptGlobals {
     PyTypeObject *socket_t = nullptr; // socket.socket
-    PyObject *family_d = nullptr, *type_d = nullptr, *proto_d = nullptr; // _socket.socket's
+    PyObject *members[3] = {}; // _socket.socket's family, type and proto, by SockMember
     PyObject *std_accept = nullptr;  // BaseSelectorEventLoop._accept_connection
     PyObject *std_accept2 = nullptr; // BaseSelectorEventLoop._accept_connection2
     PyObject *s_fileno, *s_accept2, *s_accept_failed, *s_make_transport, *s_peername;
@@ -51,10 +51,13 @@ struct AcceptGlobals {
 };
 AcceptGlobals ga;
 
-// A member of _socket.socket read through its descriptor (an int, without socket.socket's
-// conversion to an enum): the value, or -1 with an exception set.
-long sock_member(PyObject *desc, PyObject *sock)
+long sock_member(SockMember which, PyObject *sock)
 {
+    PyObject *desc = ga.members[which];
+    if (!desc) {
+        PyErr_SetString(PyExc_RuntimeError, "_aio_accept_setup was not called");
+        return -1;
+    }
     PyObject *v = Py_TYPE(desc)->tp_descr_get(desc, sock, nullptr);
     if (!v)
         return -1;
@@ -180,9 +183,9 @@ PyObject *accept_connection(PyObject *me, PyObject *const *a, Py_ssize_t n)
         return call_with_self(ga.std_accept, me, a, n);
     PyObject *sock = a[1], *server = n > 3 ? a[3] : Py_None;
     long backlog = n > 4 ? PyLong_AsLong(a[4]) : 100;
-    long family = sock_member(ga.family_d, sock);
-    long type = family < 0 ? -1 : sock_member(ga.type_d, sock);
-    long proto = type < 0 ? -1 : sock_member(ga.proto_d, sock);
+    long family = sock_member(SM_FAMILY, sock);
+    long type = family < 0 ? -1 : sock_member(SM_TYPE, sock);
+    long proto = type < 0 ? -1 : sock_member(SM_PROTO, sock);
     if (backlog == -1 || proto == -1) {
         if (PyErr_Occurred())
             return nullptr;
@@ -277,9 +280,8 @@ PyObject *accept_setup(PyObject *, PyObject *const *a, Py_ssize_t n)
         }
     }
     Py_XSETREF(ga.socket_t, reinterpret_cast<PyTypeObject *>(Py_NewRef(a[0])));
-    Py_XSETREF(ga.family_d, Py_NewRef(d[0]));
-    Py_XSETREF(ga.type_d, Py_NewRef(d[1]));
-    Py_XSETREF(ga.proto_d, Py_NewRef(d[2]));
+    for (int i = 0; i < 3; i++)
+        Py_XSETREF(ga.members[i], Py_NewRef(d[i]));
     Py_XSETREF(ga.std_accept, Py_NewRef(a[2]));
     Py_XSETREF(ga.std_accept2, Py_NewRef(a[3]));
     Py_RETURN_NONE;

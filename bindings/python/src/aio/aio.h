@@ -9,6 +9,7 @@
 //   slots.cpp      the transports' hot attributes read at their slot offsets
 //   executor.cpp   run_in_executor(None, ...) on the library's work pool
 //   accept.cpp     _AioCore._accept_connection, a server's accept path
+//   stream_init.cpp _AioStreamBase._evloop_init, the stream transport's construction
 //   module.cpp     the module: PyInit__asyncio_core, which calls each file's register_*
 // The core drives a RawLoop of either ingress variant through its module's AioOps
 // (src/aio_ops.h). Everything here runs with the GIL held.
@@ -229,6 +230,19 @@ int register_fds(PyObject *m);
 int register_sock(PyObject *m);
 int register_executor(PyObject *m);
 int register_accept(PyObject *m);
+int register_stream_init(PyObject *m);
+
+// ---------------------------------------------------------------- accept.cpp
+
+// A member of _socket.socket read through its descriptor, an int (socket.socket turns
+// family and type into enums first): the value, or -1 with an exception set.
+enum SockMember { SM_FAMILY, SM_TYPE, SM_PROTO };
+long sock_member(SockMember which, PyObject *sock);
+
+// ---------------------------------------------------------------- stream_init.cpp
+
+// _AioStreamBase._evloop_init(loop, sock, protocol, waiter=None, extra=None, server=None).
+PyObject *stream_init(PyObject *self, PyObject *const *args, Py_ssize_t n, PyObject *kwnames);
 
 // ---------------------------------------------------------------- executor.cpp
 

@@ -30,7 +30,7 @@ PyMODINIT_FUNC PyInit__asyncio_core()
     if (aio::register_core(m) < 0 || aio::register_transport(m) < 0 ||
         aio::register_datagram(m) < 0 || aio::register_fds(m) < 0 ||
         aio::register_sock(m) < 0 || aio::register_executor(m) < 0 ||
-        aio::register_accept(m) < 0) {
+        aio::register_accept(m) < 0 || aio::register_stream_init(m) < 0) {
         Py_DECREF(m);
         return nullptr;
     }

@@ -493,6 +493,8 @@ PyMethodDef transport_methods[] = {
     {"write", tr_write, METH_O,
      "write(data): sent at once in C when nothing is buffered; else the stdlib's write."},
     {"is_closing", tr_is_closing, METH_NOARGS, "Whether the transport is closing or closed."},
+    {"_evloop_init", EVLOOP_FASTKW(stream_init), METH_FASTCALL | METH_KEYWORDS,
+     "The stdlib's construction in C (stream_init.cpp), for _SocketTransport.__init__."},
     {nullptr, nullptr, 0, nullptr},
 };
 
