@@ -9,7 +9,8 @@ WORK: ``chain`` (N call_soon, each callback scheduling the next: one handle per 
 ns per iteration), ``timers`` (N call_later spread over 0-1 ms, timed until the last fired;
 ns per timer), ``queue`` (two tasks handing N values through asyncio.Queue(1); ns per
 hand-over), ``http`` (a protocol server answering each request and closing, under
-``wrk -t1 -c100 -dNs -H 'Connection: close'``; req/s, and the server's CPU ns per request),
+``wrk -t1 -c100 -dNs -H 'Connection: close'``; req/s, and the server's CPU ns per request:
+all of it, in user space, in the kernel),
 ``httpsrv`` (the same server for N connections from a client process of 8 threads of
 blocking sockets: ns per connection, for callgrind).
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -123,16 +125,17 @@ class Hello(asyncio.Protocol):
             Hello.done.set_result(None)
 
 
-async def http(seconds: int) -> Tuple[float, float]:
+async def http(seconds: int) -> Tuple[float, float, float, float]:
     loop = asyncio.get_running_loop()
     srv = await loop.create_server(Hello, "127.0.0.1", 0, backlog=1024)
     port = srv.sockets[0].getsockname()[1]
     cmd = ["wrk", "-t1", "-c100", f"-d{seconds}s", "-H", "Connection: close",
            f"http://127.0.0.1:{port}/"]
-    cpu0 = time.process_time()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
-    cpu = time.process_time() - cpu0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    user, kernel = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
     srv.close()
     await srv.wait_closed()
     rate = count = None
@@ -146,7 +149,7 @@ async def http(seconds: int) -> Tuple[float, float]:
             raise RuntimeError("wrk: " + line.strip())
     if rate is None or not count:
         raise RuntimeError("wrk printed no rate:\n" + out.decode())
-    return rate, cpu / count * 1e9
+    return rate, (user + kernel) / count * 1e9, user / count * 1e9, kernel / count * 1e9
 
 
 CLIENT = r"""
