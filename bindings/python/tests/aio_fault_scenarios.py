@@ -259,6 +259,10 @@ def accept_fault(loop: asyncio.AbstractEventLoop, errname: str) -> Dict[str, Any
         clear("accept")
         b_echo = (await asyncio.wait_for(rb.readexactly(1), DEADLINE)).decode()
         calls = count("accept")
+        # Let the re-adds still pending run while the listener is open: a timer due after
+        # srv.close() adds a reader on fd -1 and reports that (on either loop, as the
+        # timing falls). Timers run in deadline order: theirs are all due before this one.
+        await asyncio.sleep(3 * RETRY_DELAY)
         for w in (wa, wb):
             w.close()
         srv.close()
