@@ -28,8 +28,10 @@ The shim needs a C compiler (cc): without one these tests skip, saying so."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import functools
+import inspect
 import json
 import os
 import shutil
@@ -267,13 +269,25 @@ def test_the_loop_closed_or_dropped_with_work_pending_warns_and_raises_as_the_st
         assert "ResourceWarning: unclosed event loop <LOOP>" in c["warnings"]
 
 
+# Whether BaseEventLoop.run_forever calls _run_forever_cleanup when _run_forever_setup raised
+# (its setup inside the try: CPython 3.13.0).
+_CLEANUP_AFTER_FAILED_SETUP = (
+    "try:\n            self._run_forever_setup()"
+    in inspect.getsource(asyncio.base_events.BaseEventLoop.run_forever))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_close_and_run_inside_the_running_loop_raise_as_the_stock_loop(
         shim: Path, kind: str) -> None:
     stock, ours = both(shim, "close_running", kind)
     assert ours["compare"] == stock["compare"]
-    assert stock["compare"] == {
+    expected = {
         "close": ["RuntimeError", "Cannot close a running event loop"],
         "run_forever": ["RuntimeError", "This event loop is already running"],
         "run_until_complete": ["RuntimeError", "This event loop is already running"],
         "still_open": True, "warnings": ["RuntimeWarning: coroutine 'sleep' was never awaited"]}
+    if _CLEANUP_AFTER_FAILED_SETUP:
+        # CPython 3.13.0: run_forever's cleanup runs when its setup raised, so the running
+        # loop counts itself stopped and the nested run_until_complete runs (both loops)
+        expected.update(run_until_complete=None, warnings=[])
+    assert stock["compare"] == expected
