@@ -28,6 +28,22 @@ bool member_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out)
     return true;
 }
 
+// Whether the core can tell that an object of tp has no weak reference: its list head is a
+// slot (3.11: tp_weaklistoffset > 0), or CPython's managed one before the object's GC header
+// (3.12 on: Py_TPFLAGS_MANAGED_WEAKREF, tp_weaklistoffset negative). CPython reads the head at
+// (char *)op + tp_weaklistoffset in both layouts (_PyObject_GET_WEAKREFS_LISTPTR), as
+// release_handle does.
+bool weaklist_known(PyTypeObject *tp)
+{
+    if (tp->tp_weaklistoffset > 0)
+        return true;
+#ifdef Py_TPFLAGS_MANAGED_WEAKREF
+    return tp->tp_weaklistoffset < 0 && (tp->tp_flags & Py_TPFLAGS_MANAGED_WEAKREF);
+#else
+    return false;
+#endif
+}
+
 // ---------------------------------------------------------------- free lists
 
 // Handles whose only reference was the ready queue's, emptied after they ran and kept for the
@@ -1496,7 +1512,7 @@ PyObject *setup(PyObject *, PyObject *const *argv, Py_ssize_t n)
              member_offset(ht, "_repr", &g.repr) && member_offset(ht, "_context", &g.context) &&
              member_offset(tt, "_when", &g.when) && member_offset(tt, "_scheduled", &g.scheduled);
     g.recycle = g.fast && ht->tp_dictoffset == 0 && tt->tp_dictoffset == 0 &&
-                ht->tp_weaklistoffset > 0 && tt->tp_weaklistoffset > 0 &&
+                weaklist_known(ht) && weaklist_known(tt) &&
                 (ht->tp_flags & Py_TPFLAGS_HAVE_GC) && (tt->tp_flags & Py_TPFLAGS_HAVE_GC);
     return PyBool_FromLong(g.fast);
 }
