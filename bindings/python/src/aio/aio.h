@@ -65,6 +65,7 @@ struct Layout {
         *s_add_writer, *s_run_once;
     PyObject *const *hook_names[9]; // by Hook bit: s_time, s_call_at, ...
     PyObject *run_forever_code = nullptr; // BaseEventLoop.run_forever.__code__ (see core.cpp)
+    PyObject *breaker = nullptr; // `lambda: None`: its call runs the eval loop's periodic check
 };
 extern Layout g;
 

@@ -1100,9 +1100,14 @@ bool called_by_run_forever()
     return r;
 }
 
-// The iterations a C run of run_forever's loop makes between two releases of the GIL when
-// none of them released it (a poll that cannot wait keeps it): what the eval loop's periodic
-// check did between two Python calls of _run_once, for callbacks that are all C.
+// The iterations a C run of run_forever's loop makes between two calls of g.breaker, a
+// Python function that does nothing: entering its bytecode runs the interpreter's periodic
+// check, as the stdlib's `while` did between two calls of _run_once, for callbacks that are
+// all C. That check hands the GIL to a thread that asked for it (and waits until that thread
+// has it), runs pending calls and signal handlers. Not a release and take-back of the GIL
+// (Py_BEGIN_ALLOW_THREADS): a waiting thread asks for the GIL only after a switch interval in
+// which nobody released it, so a release every few hundred microseconds, which the loop takes
+// straight back, keeps the waiter from ever asking (tests/test_aio_gil.py).
 constexpr unsigned kGilYieldEvery = 1024;
 
 // _run_once: one iteration. Called by the stdlib's run_forever (outside debug mode, and while
@@ -1122,11 +1127,11 @@ PyObject *core_run_once(PyObject *me, PyObject *)
     if (self->stopping || self->debug || (self->hooks & H_RUN_ONCE) || !called_by_run_forever())
         Py_RETURN_NONE;
     for (unsigned n = 1; !self->stopping && !self->debug && !(self->hooks & H_RUN_ONCE); n++) {
-        if (n % kGilYieldEvery == 0) {
-            Py_BEGIN_ALLOW_THREADS
-            Py_END_ALLOW_THREADS
-            if (Py_MakePendingCalls() < 0)
+        if (n % kGilYieldEvery == 0 && g.breaker) {
+            PyObject *r = PyObject_CallNoArgs(g.breaker);
+            if (!r)
                 return nullptr;
+            Py_DECREF(r);
         }
         if (!self->raw) // closed by a callback (close() refuses while running; be safe)
             break;
@@ -1499,6 +1504,13 @@ PyObject *setup(PyObject *, PyObject *const *argv, Py_ssize_t n)
     }
     PyObject *code = PyFunction_Check(argv[4]) ? PyFunction_GET_CODE(argv[4]) : nullptr;
     Py_XSETREF(g.run_forever_code, Py_XNewRef(code));
+    if (!g.breaker) {
+        PyObject *ns = Py_BuildValue("{sO}", "__builtins__", PyEval_GetBuiltins());
+        g.breaker = ns ? PyRun_String("lambda: None", Py_eval_input, ns, ns) : nullptr;
+        Py_XDECREF(ns);
+        if (!g.breaker)
+            return nullptr;
+    }
     auto *ht = reinterpret_cast<PyTypeObject *>(argv[0]);
     auto *tt = reinterpret_cast<PyTypeObject *>(argv[1]);
     Py_XSETREF(g.handle_t, reinterpret_cast<PyTypeObject *>(Py_NewRef(argv[0])));
