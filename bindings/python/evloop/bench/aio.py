@@ -204,6 +204,40 @@ async def b_threadsafe_busy(threads: int, total: int = 200_000) -> float:
     return dt / (per * threads) * 1e9
 
 
+async def b_thread_beside_busy(seconds: float = 0.5) -> float:
+    """The progress of a pure-Python thread (counts per second, in millions) while the loop
+    runs a call_soon chain that never waits: how the loop shares the GIL with the threads
+    of its program. Always wall time: the share of the interpreter is the figure."""
+    loop = asyncio.get_running_loop()
+    busy = [True]
+    count = [0]
+
+    def spin() -> None:
+        if busy[0]:
+            loop.call_soon(spin)
+
+    def counter() -> None:
+        end = time.perf_counter() + seconds
+        n = 0
+        while True:
+            n += 1
+            if not n & 1023 and time.perf_counter() >= end:
+                break
+        count[0] = n
+
+    loop.call_soon(spin)
+    await asyncio.sleep(0)
+    t = threading.Thread(target=counter)
+    t0 = time.perf_counter()
+    t.start()
+    while t.is_alive():
+        await asyncio.sleep(0.01)
+    dt = time.perf_counter() - t0
+    busy[0] = False
+    t.join()
+    return count[0] / dt / 1e6
+
+
 async def b_threadsafe_sleeping(n: int = 2000) -> float:
     loop = asyncio.get_running_loop()
     ev = threading.Event()
@@ -593,6 +627,7 @@ FAMILIES: List[Tuple[str, Callable[[], Any], str, bool]] = [
     ("threadsafe-busy-4", lambda: b_threadsafe_busy(4), "ns/call", False),
     ("threadsafe-busy-16", lambda: b_threadsafe_busy(16), "ns/call", False),
     ("threadsafe-sleeping", b_threadsafe_sleeping, "us p50", False),
+    ("thread-beside-busy", b_thread_beside_busy, "M counts/s", True),
     ("executor", b_executor, "us/call", False),
     ("executor-batch100", lambda: b_executor_gather(100), "us/call", False),
     ("executor-burst", lambda: b_executor_gather(10_000), "us/call", False),
@@ -624,7 +659,7 @@ def _unit(fam: str, unit: str, higher: bool, cpu: bool) -> Tuple[str, bool]:
         return "server CPU ns/msg", False
     if fam.startswith("http-"):
         return "server CPU ns/request", False
-    if fam == "threadsafe-sleeping":
+    if fam in ("threadsafe-sleeping", "thread-beside-busy"):
         return unit + " (wall)", higher
     return "CPU " + unit, higher
 
