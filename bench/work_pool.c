@@ -7,6 +7,9 @@
  * bench/work_pool.sh to compare.
  *   work_pool evloop|libuv rtt [N]      (N round trips, default 20000; the first 1000 warm up)
  *   work_pool evloop|libuv tput [N]     (N items, default 1000000)
+ *   work_pool evloop|libuv cpu [N]      (N items of about 20 us of arithmetic each, default
+ *                                        20000, all submitted at once: the wall time, the
+ *                                        process's CPU time and the items' own CPU time)
  * A benchmark never asserts: a failed call prints an error and exits 1. */
 #include <stdint.h>
 #include <stdio.h>
@@ -20,11 +23,53 @@
 
 #define WARMUP 1000
 
-static uint64_t now_ns(void)
+static uint64_t clock_of(clockid_t c)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(c, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+    return clock_of(CLOCK_MONOTONIC);
+}
+
+/* The cpu mode's item: g_spins rounds of arithmetic (calibrated to CPU_ITEM_NS), its thread's
+ * CPU time added to g_item_cpu. */
+#define CPU_ITEM_NS 20000
+static long g_spins;
+static _Atomic uint64_t g_item_cpu;
+static uint64_t g_loop_cpu; /* the loop thread's CPU time in the run */
+
+static uint64_t arithmetic(long rounds)
+{
+    volatile uint64_t x = 1;
+    for (long i = 0; i < rounds; i++)
+        x = x * 6364136223846793005u + 1442695040888963407u;
+    return x;
+}
+
+static void cpu_item_work(void)
+{
+    uint64_t t0 = clock_of(CLOCK_THREAD_CPUTIME_ID);
+    arithmetic(g_spins);
+    g_item_cpu += clock_of(CLOCK_THREAD_CPUTIME_ID) - t0;
+}
+
+static void calibrate(void)
+{
+    long rounds = 1000;
+    for (;;) {
+        uint64_t t0 = clock_of(CLOCK_THREAD_CPUTIME_ID);
+        arithmetic(rounds);
+        uint64_t dt = clock_of(CLOCK_THREAD_CPUTIME_ID) - t0;
+        if (dt > 5000000) {
+            g_spins = (long)((double)rounds * CPU_ITEM_NS / (double)dt);
+            return;
+        }
+        rounds *= 2;
+    }
 }
 
 static long g_n, g_done;
@@ -44,9 +89,14 @@ static void die(const char *what, int r)
     exit(1);
 }
 
-static void report(const char *sys, const char *mode, uint64_t elapsed)
+static void report(const char *sys, const char *mode, uint64_t elapsed, uint64_t cpu)
 {
-    if (strcmp(mode, "rtt") == 0) {
+    if (strcmp(mode, "cpu") == 0) {
+        printf("{\"system\":\"%s\",\"mode\":\"cpu\",\"n\":%ld,\"threads\":%u,\"ns\":%llu,"
+               "\"cpu_per_item_ns\":%.0f,\"item_cpu_ns\":%.0f,\"loop_cpu_per_item_ns\":%.0f}\n",
+               sys, g_n, g_threads, (unsigned long long)elapsed, (double)cpu / (double)g_n,
+               (double)g_item_cpu / (double)g_n, (double)g_loop_cpu / (double)g_n);
+    } else if (strcmp(mode, "rtt") == 0) {
         long m = g_n - WARMUP;
         qsort(g_lat + WARMUP, (size_t)m, sizeof(*g_lat), cmp_u64);
         printf("{\"system\":\"%s\",\"mode\":\"rtt\",\"n\":%ld,\"threads\":%u,\"p50_ns\":%llu,"
@@ -67,6 +117,12 @@ static evloop *g_loop;
 static void noop(void *arg)
 {
     (void)arg;
+}
+
+static void cpu_item(void *arg)
+{
+    (void)arg;
+    cpu_item_work();
 }
 
 static void ev_rtt_done(void *arg, int status)
@@ -114,13 +170,16 @@ static uint64_t run_evloop(const char *mode)
         g_sent_at = now_ns();
         r = evloop_work_submit(g_loop, noop, ev_rtt_done, NULL, NULL);
     } else {
+        evloop_cb work = strcmp(mode, "cpu") == 0 ? cpu_item : noop;
         for (long i = 0; i < g_n && r == 0; i++)
-            r = evloop_work_submit(g_loop, noop, ev_tput_done, NULL, NULL);
+            r = evloop_work_submit(g_loop, work, ev_tput_done, NULL, NULL);
     }
     if (r < 0)
         die("evloop_work_submit", r);
+    uint64_t loop_cpu0 = clock_of(CLOCK_THREAD_CPUTIME_ID);
     if ((r = evloop_run(g_loop)) < 0)
         die("evloop_run", r);
+    g_loop_cpu = clock_of(CLOCK_THREAD_CPUTIME_ID) - loop_cpu0;
     uint64_t elapsed = now_ns() - g_t0;
     evloop_free(g_loop);
     return elapsed;
@@ -134,6 +193,12 @@ static uv_work_t *g_reqs;
 static void uv_noop(uv_work_t *req)
 {
     (void)req;
+}
+
+static void uv_cpu_item(uv_work_t *req)
+{
+    (void)req;
+    cpu_item_work();
 }
 
 static void uv_rtt_done(uv_work_t *req, int status)
@@ -177,12 +242,15 @@ static uint64_t run_libuv(const char *mode)
         g_sent_at = now_ns();
         r = uv_queue_work(&g_uv, &g_reqs[0], uv_noop, uv_rtt_done);
     } else {
+        uv_work_cb work = strcmp(mode, "cpu") == 0 ? uv_cpu_item : uv_noop;
         for (long i = 0; i < g_n && r == 0; i++)
-            r = uv_queue_work(&g_uv, &g_reqs[i], uv_noop, uv_tput_done);
+            r = uv_queue_work(&g_uv, &g_reqs[i], work, uv_tput_done);
     }
     if (r < 0)
         die("uv_queue_work", r);
+    uint64_t loop_cpu0 = clock_of(CLOCK_THREAD_CPUTIME_ID);
     uv_run(&g_uv, UV_RUN_DEFAULT);
+    g_loop_cpu = clock_of(CLOCK_THREAD_CPUTIME_ID) - loop_cpu0;
     uint64_t elapsed = now_ns() - g_t0;
     uv_loop_close(&g_uv);
     free(g_reqs);
@@ -198,17 +266,21 @@ int main(int argc, char **argv)
         else if (strcmp(argv[a], "-s") == 0)
             g_spin_ns = atoll(argv[a + 1]);
     }
-    if (argc - a < 2 || (strcmp(argv[a + 1], "rtt") != 0 && strcmp(argv[a + 1], "tput") != 0)) {
-        fprintf(stderr, "usage: work_pool [-t THREADS] [-s SPIN_NS] evloop|libuv rtt|tput [N]\n");
+    if (argc - a < 2 || (strcmp(argv[a + 1], "rtt") != 0 && strcmp(argv[a + 1], "tput") != 0 &&
+                         strcmp(argv[a + 1], "cpu") != 0)) {
+        fprintf(stderr,
+                "usage: work_pool [-t THREADS] [-s SPIN_NS] evloop|libuv rtt|tput|cpu [N]\n");
         return 2;
     }
     const char *sys = argv[a], *mode = argv[a + 1];
-    bool rtt = strcmp(mode, "rtt") == 0;
-    g_n = argc - a > 2 ? atol(argv[a + 2]) : rtt ? 20000 : 1000000;
+    bool rtt = strcmp(mode, "rtt") == 0, cpu = strcmp(mode, "cpu") == 0;
+    g_n = argc - a > 2 ? atol(argv[a + 2]) : rtt || cpu ? 20000 : 1000000;
+    if (cpu)
+        calibrate();
     if (rtt && g_n <= WARMUP)
         g_n = WARMUP + 1;
     g_lat = rtt ? calloc((size_t)g_n, sizeof(*g_lat)) : NULL;
-    uint64_t elapsed = 0;
+    uint64_t elapsed = 0, cpu0 = clock_of(CLOCK_PROCESS_CPUTIME_ID);
     if (strcmp(sys, "evloop") == 0)
         elapsed = run_evloop(mode);
     else if (strcmp(sys, "libuv") == 0)
@@ -217,7 +289,7 @@ int main(int argc, char **argv)
         die("unknown system", 0);
     if (g_done != g_n)
         die("items lost", (int)(g_n - g_done));
-    report(sys, mode, elapsed);
+    report(sys, mode, elapsed, clock_of(CLOCK_PROCESS_CPUTIME_ID) - cpu0);
     free(g_lat);
     return 0;
 }
