@@ -52,6 +52,7 @@ set(EVLOOP_CORE_SOURCES
     src/core/release.c
     src/core/state.c
     src/core/sleep.c
+    src/core/spin.c
     src/core/barrier.c
     src/core/backend.c
     src/core/error.c

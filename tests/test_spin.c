@@ -1,6 +1,7 @@
 /* The spin before sleeping must never make a crowded machine slower: a loop that may run
- * on one CPU only never spins, and a loop whose spin loses its CPU to another runnable
- * thread stops spinning for a while (spin_preemptions in the stats). */
+ * on one CPU only never spins, a loop whose spin loses its CPU to another runnable thread
+ * stops spinning for a while (spin_preemptions in the stats), and a loop beside pool threads
+ * that fill the CPUs with work does not spin for their replies (src/core/spin.h). */
 #include "test_util.h"
 
 #include <sched.h>
@@ -153,6 +154,62 @@ static void test_a_spin_that_loses_its_cpu_pauses_spinning(void **state)
     test_loop_free(loop);
 }
 
+/* ---- beside a busy pool: pool threads with CPU-bound items fill every CPU ---- */
+
+#define BURN_NS 200000
+
+static void burn_cpu(void *arg)
+{
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    uint64_t end = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + BURN_NS;
+    for (;;) {
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec >= end)
+            return;
+    }
+}
+
+static void count_done(void *arg, int status)
+{
+    CHECK_EQ(status, 0);
+    atomic_fetch_add((test_counter *)arg, 1);
+}
+
+static void test_a_loop_beside_a_pool_that_fills_the_cpus_does_not_spin(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+    int cpus = CPU_COUNT(&set);
+    if (cpus < 2 || cpus > 64)
+        skip(); /* one CPU: the loop never spins at all; many: the items take too long */
+    evloop_config cfg;
+    evloop_config_init(&cfg);
+    cfg.auto_exit = true;
+    evloop *loop = test_loop_new(&cfg); /* adaptive spin: the default */
+    struct evloop_work_config wc;
+    evloop_work_config_init(&wc);
+    wc.threads = (unsigned)cpus; /* one per CPU: with the items queued, each stays awake */
+    assert_rc(evloop_work_configure(loop, &wc), 0);
+    int n = 100 * cpus;
+    test_counter done = 0;
+    for (int i = 0; i < n; i++)
+        assert_rc(evloop_work_submit(loop, burn_cpu, count_done, &done, NULL), 0);
+    assert_rc(test_run_to_end(loop), 0);
+    assert_int_equal(atomic_load(&done), n);
+    struct evloop_stats st = stats_of(loop);
+    print_message("# %d items of %d us on %d threads: %llu spins, %llu sleeps\n", n,
+                  BURN_NS / 1000, cpus, (unsigned long long)(st.spin_hits + st.spin_misses),
+                  (unsigned long long)(st.futex_sleeps + st.poller_sleeps));
+    /* The pool threads start awake and stay so while items are queued: spins come only
+     * while the last items run out (a thread idle, its CPU free). A loop that spun for each
+     * reply made about n. */
+    assert_true(st.spin_hits + st.spin_misses <= (uint64_t)n / 10);
+    test_loop_free(loop);
+}
+
 /* A loop with fds watches their readiness while it spins: a byte written while it spins
  * runs its callback from the spin, without a sleep. With a window of 20 ms, a spin that
  * watched only the queues would run the callback after the window, with one sleep. A spin
@@ -236,6 +293,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_loop_confined_to_one_cpu_never_spins),
         cmocka_unit_test(test_a_spin_that_loses_its_cpu_pauses_spinning),
+        cmocka_unit_test(test_a_loop_beside_a_pool_that_fills_the_cpus_does_not_spin),
         cmocka_unit_test(test_a_spinning_loop_answers_a_readable_fd_without_sleeping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

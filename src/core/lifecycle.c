@@ -137,10 +137,10 @@ static void set_tuning(evloop *loop, const evloop_config *cfg, const struct evlo
     loop->budget_adaptive = cfg->batch_budget == 0;
     unsigned budget = p ? fit_budget(p->batch_budget) : BUDGET_START;
     atomic_init(&loop->budget, cfg->batch_budget ? cfg->batch_budget : budget);
-    loop->spin_adaptive = cfg->spin_ns < 0;
+    bool adaptive = cfg->spin_ns < 0;
     int64_t spin = p ? p->spin_ns : SPIN_START_NS;
-    atomic_init(&loop->spin_window, cfg->spin_ns < 0 ? spin : cfg->spin_ns);
-    loop->spin_max = p && loop->spin_adaptive ? p->spin_max_ns : SPIN_MAX_NS;
+    evloop__spin_init(&loop->spin, adaptive ? spin : cfg->spin_ns,
+                      p && adaptive ? p->spin_max_ns : SPIN_MAX_NS, adaptive);
     loop->profile_loaded = p != NULL;
 }
 

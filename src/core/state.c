@@ -58,7 +58,7 @@ EVLOOP_API int evloop_stats(const evloop *loop, struct evloop_stats *out)
         .spin_preemptions = read_counter(&c->spin_preemptions),
         .ingress_overflows = evloop__ingress_overflows(loop->external),
         .batch_budget = atomic_load_explicit(&loop->budget, memory_order_relaxed),
-        .spin_ns = atomic_load_explicit(&loop->spin_window, memory_order_relaxed),
+        .spin_ns = evloop__spin_window(&loop->spin),
         .backend = loop->backend->name,
         .ingress = evloop__ingress_name(),
         .fallback = loop->fallback,

@@ -16,6 +16,7 @@
 #include "evloop.h"
 #include "ingress.h"
 #include "sleep.h"
+#include "spin.h"
 #include "state_ops.h"
 #include "taskq.h"
 
@@ -96,13 +97,9 @@ struct evloop {
     uint64_t now;
     _Atomic unsigned budget; /* external tasks per tick now; read by evloop_stats */
     bool budget_adaptive;
-    _Atomic int64_t spin_window; /* ns; read by evloop_stats */
-    int64_t spin_max;            /* ns; the adaptive window never grows past it */
-    bool spin_adaptive;
+    struct evloop__spin spin; /* the spin before a sleep (spin.h); evloop_stats reads it */
     bool auto_exit;
     bool multi_cpu;             /* this thread may run on more than one CPU */
-    uint64_t spin_paused_until; /* clock ns; no spinning before it (the CPU was taken away) */
-    uint64_t spin_pause_ns;     /* length of the next such pause; doubles up to a second */
     uint64_t last_fence;        /* clock ns of the last heavy barrier the tick asked for */
     bool profile_loaded;        /* evloop_new started from a profile (for evloop_stats) */
     struct evloop__stats_counters stats;

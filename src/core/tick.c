@@ -10,6 +10,7 @@
 #include "callback.h"
 #include "hooks.h"
 #include "signals.h"
+#include "spin.h"
 #include "tick.h"
 #include "tick_poll.h"
 #include "timer.h"
@@ -18,10 +19,6 @@
 #define FENCE_INTERVAL_NS 1000000 /* heavy barriers a busy loop makes for idle lanes */
 #define CHASE_PAUSES 128 /* pause rounds the loop lets producers get ahead at most */
 #define CHASE_LOOK 16     /* pause rounds between two looks at the backlog */
-#define SPIN_MIN_NS 500
-#define SPIN_PREEMPTED_NS 100000  /* a gap this long inside a spin: the CPU was taken away */
-#define SPIN_PAUSE_MIN_NS 10000000 /* no spinning for 10 ms after that, */
-#define SPIN_PAUSE_MAX_NS 1000000000 /* doubling up to a second while it keeps happening */
 #define STOP_WAIT_NS 1000000 /* a stopping loop's wait for the pool is re-checked this often */
 
 /* Runs what is in a loop-thread queue now; what those tasks submit waits a tick. */
@@ -137,36 +134,6 @@ bool evloop__has_work(evloop *loop)
            evloop__work_ready(loop);
 }
 
-/* Adaptive spin (spin_ns = -1): a spin that finds nothing halves the window; a sleep
- * that a producer ended soon after it began widens it to cover that gap next time. */
-static void adapt_spin(evloop *loop, bool hit, int64_t slept_ns)
-{
-    if (!loop->spin_adaptive)
-        return;
-    int64_t w = atomic_load_explicit(&loop->spin_window, memory_order_relaxed);
-    if (slept_ns >= 0 && slept_ns < loop->spin_max) {
-        int64_t want = slept_ns + slept_ns / 2;
-        if (want > w)
-            w = want < loop->spin_max ? want : loop->spin_max;
-    } else if (!hit && slept_ns < 0) {
-        w = w / 2 < SPIN_MIN_NS ? 0 : w / 2;
-    }
-    atomic_store_explicit(&loop->spin_window, w, memory_order_relaxed);
-}
-
-/* The spin lost its CPU (a gap between two looks at the clock that only a preemption
- * explains): the machine has more runnable threads than CPUs, where spinning only takes
- * time from the thread that would submit. Spinning pauses, longer each time it happens
- * again, and resumes on its own once the machine is quiet. */
-static void spin_preempted(evloop *loop, uint64_t now)
-{
-    loop->spin_pause_ns = loop->spin_pause_ns ? loop->spin_pause_ns * 2 : SPIN_PAUSE_MIN_NS;
-    if (loop->spin_pause_ns > SPIN_PAUSE_MAX_NS)
-        loop->spin_pause_ns = SPIN_PAUSE_MAX_NS;
-    loop->spin_paused_until = now + loop->spin_pause_ns;
-    evloop__count(&loop->stats.spin_preemptions, 1);
-}
-
 /* A look at the fds from inside the spin: a zero-timeout wait of the backend, whose reports
  * are dispatched at once. True when it found any (then the spin is a hit). */
 static bool spin_poll_io(evloop *loop)
@@ -182,16 +149,15 @@ static bool spin_poll_io(evloop *loop)
 /* Spins up to the spin window (never past timeout_ns) watching the queues and, while fds
  * are registered, their readiness (a zero-timeout wait at every look at the clock, every
  * few us): a server's next request then lands in the spin, not after a sleep and a wake.
- * Returns true when something arrived: then neither side made a wake syscall. */
+ * Returns true when something arrived: then neither side made a wake syscall. The policy
+ * (spin.h) decides whether and how long; the pool's busy threads count against the CPUs. */
 static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
 {
-    int64_t window = atomic_load_explicit(&loop->spin_window, memory_order_relaxed);
-    if (!loop->multi_cpu || window <= 0)
+    if (!loop->multi_cpu || !evloop__work_leaves_room(loop))
         return false;
-    if (timeout_ns >= 0 && timeout_ns < window)
-        window = timeout_ns;
     uint64_t last = evloop__clock_ns();
-    if (last < loop->spin_paused_until)
+    int64_t window = evloop__spin_begin(&loop->spin, last, timeout_ns);
+    if (window <= 0)
         return false;
     uint64_t end = last + (uint64_t)window;
     for (unsigned i = 1;; i++) {
@@ -201,24 +167,25 @@ static bool spin_for_work(evloop *loop, int64_t timeout_ns, uint32_t epoch)
             atomic_load_explicit(&loop->stopping, memory_order_relaxed) ||
             evloop__sleep_epoch(&loop->sleep) != epoch) {
             evloop__count(&loop->stats.spin_hits, 1);
-            adapt_spin(loop, true, -1);
+            evloop__spin_end(&loop->spin, true);
             return true;
         }
         evloop__cpu_relax();
         if ((i & 31) == 0) {
             uint64_t now = evloop__clock_ns();
-            if (now - last > SPIN_PREEMPTED_NS) {
-                spin_preempted(loop, now);
+            if (evloop__spin_lost_cpu(&loop->spin, last, now)) {
+                evloop__count(&loop->stats.spin_preemptions, 1);
                 return false;
             }
             last = now;
             if (now >= end)
                 break;
+            if (!evloop__work_leaves_room(loop))
+                return false; /* the pool's threads fill the CPUs now: sleep, no verdict */
         }
     }
-    loop->spin_pause_ns = 0; /* a whole spin on its CPU: the machine has room again */
     evloop__count(&loop->stats.spin_misses, 1);
-    adapt_spin(loop, false, -1);
+    evloop__spin_end(&loop->spin, false);
     return false;
 }
 
@@ -268,7 +235,7 @@ static int prepare_sleep(evloop *loop, int64_t timeout_ns, uint32_t epoch)
         }
         /* A producer that flipped the word woke us; otherwise it was the timeout or an fd. */
         bool woken = evloop__sleep_finish(&loop->sleep);
-        adapt_spin(loop, false, woken ? (int64_t)(evloop__clock_ns() - start) : INT64_MAX);
+        evloop__spin_slept(&loop->spin, woken ? (int64_t)(evloop__clock_ns() - start) : -1);
     }
     /* Awake (word and phase) before any fd callback runs. */
     atomic_store_explicit(&loop->phase, EVLOOP_RUNNING, memory_order_relaxed);

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "callback.h"
+#include "spin.h"
 #include "wake.h"
 #include "work.h"
 
@@ -41,10 +42,6 @@
 #define IDLE_WORDS (EVLOOP_WORK_THREADS_MAX / 64)
 #define SPIN_START_NS 20000
 #define SPIN_CAP_NS 100000 /* the adaptive window never grows past it, as the loop's */
-#define SPIN_MIN_NS 500
-#define SPIN_PREEMPTED_NS 100000     /* a gap this long inside a spin: the CPU was taken */
-#define SPIN_PAUSE_MIN_NS 10000000   /* no spinning for 10 ms after that, */
-#define SPIN_PAUSE_MAX_NS 1000000000 /* doubling up to a second while it keeps happening */
 #define PUSH_RETRY_NS 1000000        /* a reply that found no memory is tried again after */
 
 enum { QUEUED = 0, RUNNING = 1, FINISHED = 2, CANCELLED = 3 };
@@ -79,8 +76,7 @@ struct worker {
     pthread_t thread;
     unsigned id;
     /* The pool thread's own. */
-    int64_t spin; /* adaptive window, ns */
-    uint64_t spin_paused_until, spin_pause_ns;
+    struct evloop__spin spin; /* spin.h */
     _Atomic uint64_t sleeps, spin_hits; /* evloop_work_stats */
 };
 
@@ -92,6 +88,7 @@ struct evloop__work_pool {
     struct evloop__ingress *replies;
     struct worker *workers;
     unsigned nthreads, nwords, max_spinners;
+    long shared_cpus; /* the CPUs the pool threads and the loop have between them */
     bool multi_cpu, spin_adaptive;
     int64_t spin_fixed;
     int *cpus;
@@ -103,6 +100,8 @@ struct evloop__work_pool {
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t head;
     alignas(EVLOOP_CACHELINE) _Atomic uint64_t idle[IDLE_WORDS];
     _Atomic unsigned spinning;
+    _Atomic unsigned awake; /* pool threads not asleep: running an item, between items or
+                               spinning, each holding a CPU (spin.h's "busy") */
     _Atomic unsigned spin_credit; /* spins the loop may count on instead of a wake */
     _Atomic bool quit;
 
@@ -213,19 +212,6 @@ static void run_item(struct evloop__work_pool *p, struct item *it)
     reply(p, reply_ran, it);
 }
 
-static void adapt_spin(struct evloop__work_pool *p, struct worker *w, bool hit, int64_t slept_ns)
-{
-    if (!p->spin_adaptive)
-        return;
-    if (slept_ns >= 0 && slept_ns < SPIN_CAP_NS) {
-        int64_t want = slept_ns + slept_ns / 2;
-        if (want > w->spin)
-            w->spin = want < SPIN_CAP_NS ? want : SPIN_CAP_NS;
-    } else if (!hit && slept_ns < 0) {
-        w->spin = w->spin / 2 < SPIN_MIN_NS ? 0 : w->spin / 2;
-    }
-}
-
 /* Takes one of the pool's spinning places (at most max_spinners threads spin at once, so an
  * idle pool keeps at most a quarter of the CPUs busy). */
 static bool spin_enter(struct evloop__work_pool *p)
@@ -251,20 +237,27 @@ static bool take_credit(struct evloop__work_pool *p)
 }
 
 /* Spins up to the window watching the ring's head: an item that lands meanwhile costs no
- * syscall on either side. Pauses spinning when the spin loses its CPU, as the loop does.
- * While it spins, the thread holds a spin credit, which the loop may take instead of waking
- * a sleeping thread for an item (a wake the spinner would make useless, and on a small
- * machine a thread that competes with the spinner and the loop for a CPU). The spinner takes
- * a credit back before it can sleep: the credits left always stand for threads that will
- * look at the ring again after the loop took one (tests/model/work.pml, -DSPIN). */
+ * syscall on either side. The policy (spin.h) decides whether and how long: never while the
+ * other awake pool threads and an awake loop fill the CPUs. While it spins, the
+ * thread holds a spin credit, which the loop may take instead of waking a sleeping thread
+ * for an item (a wake the spinner would make useless, and on a small machine a thread that
+ * competes with the spinner and the loop for a CPU). The spinner takes a credit back before
+ * it can sleep: the credits left always stand for threads that will look at the ring again
+ * after the loop took one (tests/model/work.pml, -DSPIN). */
 static bool spin_for_item(struct evloop__work_pool *p, struct worker *w)
 {
-    int64_t window = p->spin_adaptive ? w->spin : p->spin_fixed;
-    if (!p->multi_cpu || window <= 0)
+    if (!p->multi_cpu)
         return false;
     uint64_t last = evloop__clock_ns();
-    if (last < w->spin_paused_until || !spin_enter(p))
+    int64_t window = evloop__spin_begin(&w->spin, last, -1);
+    if (window <= 0 || !spin_enter(p))
         return false;
+    unsigned busy = atomic_load_explicit(&p->awake, memory_order_relaxed) - 1 +
+                    (atomic_load_explicit(&p->loop->phase, memory_order_relaxed) != EVLOOP_SLEEPING);
+    if (!evloop__spin_room(busy, p->shared_cpus)) {
+        atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
+        return false;
+    }
     atomic_fetch_add(&p->spin_credit, 1);
     uint64_t end = last + (uint64_t)window;
     bool hit = false, preempted = false;
@@ -276,11 +269,7 @@ static bool spin_for_item(struct evloop__work_pool *p, struct worker *w)
         evloop__cpu_relax();
         if ((i & 31) == 0) {
             uint64_t now = evloop__clock_ns();
-            if (now - last > SPIN_PREEMPTED_NS) {
-                w->spin_pause_ns = w->spin_pause_ns ? w->spin_pause_ns * 2 : SPIN_PAUSE_MIN_NS;
-                if (w->spin_pause_ns > SPIN_PAUSE_MAX_NS)
-                    w->spin_pause_ns = SPIN_PAUSE_MAX_NS;
-                w->spin_paused_until = now + w->spin_pause_ns;
+            if (evloop__spin_lost_cpu(&w->spin, last, now)) {
                 preempted = true;
                 break;
             }
@@ -295,10 +284,8 @@ static bool spin_for_item(struct evloop__work_pool *p, struct worker *w)
     atomic_fetch_sub_explicit(&p->spinning, 1, memory_order_relaxed);
     if (hit)
         atomic_fetch_add_explicit(&w->spin_hits, 1, memory_order_relaxed);
-    else if (!preempted)
-        w->spin_pause_ns = 0;
     if (!preempted)
-        adapt_spin(p, w, hit, -1);
+        evloop__spin_end(&w->spin, hit);
     return hit;
 }
 
@@ -317,19 +304,22 @@ static void worker_sleep(struct evloop__work_pool *p, struct worker *w)
     if (!ring_has_item(p) && !atomic_load_explicit(&p->quit, memory_order_relaxed)) {
         atomic_fetch_add_explicit(&w->sleeps, 1, memory_order_relaxed);
         start = evloop__clock_ns();
+        atomic_fetch_sub_explicit(&p->awake, 1, memory_order_relaxed);
         evloop__waker_wait(w->waker, &w->word, ASLEEP, -1);
+        atomic_fetch_add_explicit(&p->awake, 1, memory_order_relaxed);
     }
     atomic_fetch_and_explicit(bits, ~bit, memory_order_relaxed);
     /* seq_cst: against the loop's exchange; AWAKE here means the loop flipped it. */
     bool woken = atomic_exchange(&w->word, AWAKE) == AWAKE;
     if (start)
-        adapt_spin(p, w, false, woken ? (int64_t)(evloop__clock_ns() - start) : INT64_MAX);
+        evloop__spin_slept(&w->spin, woken ? (int64_t)(evloop__clock_ns() - start) : -1);
 }
 
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct evloop__work_pool *p = w->pool;
+    atomic_fetch_add_explicit(&p->awake, 1, memory_order_relaxed);
     for (;;) {
         struct item *it = ring_pop(p);
         if (it) {
@@ -337,14 +327,29 @@ static void *worker_main(void *arg)
             continue;
         }
         /* acquire: pairs with the store in evloop__work_destroy(). */
-        if (atomic_load_explicit(&p->quit, memory_order_acquire))
+        if (atomic_load_explicit(&p->quit, memory_order_acquire)) {
+            atomic_fetch_sub_explicit(&p->awake, 1, memory_order_relaxed);
             return NULL;
+        }
         if (!spin_for_item(p, w))
             worker_sleep(p, w);
     }
 }
 
 /* ---- the loop's half ------------------------------------------------------------------------ */
+
+/* Loop thread: whether the pool threads with work (awake and not spinning: in an item or
+ * between two) leave the loop a CPU to spin on (spin.h). Where they do not, the spin would
+ * take the CPU from an item, and the completions it waits for come later for it. */
+bool evloop__work_leaves_room(evloop *loop)
+{
+    struct evloop__work_pool *p = atomic_load_explicit(&loop->work, memory_order_relaxed);
+    if (!p || !p->started)
+        return true;
+    unsigned busy = atomic_load_explicit(&p->awake, memory_order_relaxed) -
+                    atomic_load_explicit(&p->spinning, memory_order_relaxed);
+    return evloop__spin_room(busy, p->shared_cpus);
+}
 
 /* After the loop published n items: wakes up to n sleeping pool threads, less one for each
  * spin credit it takes (a spinning thread sees the item, or re-checks the ring before it
@@ -717,6 +722,7 @@ static int start_pool(struct evloop__work_pool *p)
         return -ENOMEM;
     memset(p->workers, 0, p->nthreads * sizeof(*p->workers));
     long cpus = pool_cpus(p);
+    p->shared_cpus = cpus;
     p->multi_cpu = cpus > 1;
     p->max_spinners = cpus >= 8 ? (unsigned)(cpus / 4) : 1;
     sigset_t all, old;
@@ -728,7 +734,8 @@ static int start_pool(struct evloop__work_pool *p)
         struct worker *w = &p->workers[n];
         w->pool = p;
         w->id = n;
-        w->spin = p->spin_adaptive ? SPIN_START_NS : p->spin_fixed;
+        evloop__spin_init(&w->spin, p->spin_adaptive ? SPIN_START_NS : p->spin_fixed,
+                          SPIN_CAP_NS, p->spin_adaptive);
         atomic_init(&w->word, AWAKE);
         if ((r = evloop__waker_new(&w->waker)) < 0 || (r = start_worker(p, w)) < 0) {
             evloop__waker_free(w->waker);

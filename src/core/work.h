@@ -28,6 +28,10 @@ void evloop__work_stop(evloop *loop);
 /* lifecycle.c, first in destroy: ends and joins the pool threads, frees the pool. */
 void evloop__work_destroy(evloop *loop);
 
+/* Loop thread: whether a spin of the loop leaves the pool's busy threads their CPUs
+ * (spin.h, evloop__spin_room); true without a pool. */
+bool evloop__work_leaves_room(evloop *loop);
+
 bool evloop__work_ready_slow(struct evloop__work_pool *p);
 uint64_t evloop__work_pending_slow(const struct evloop__work_pool *p);
 struct evloop__ingress *evloop__work_queue_slow(struct evloop__work_pool *p);
