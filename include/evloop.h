@@ -298,6 +298,8 @@ struct evloop_work_stats {
     uint64_t wakes;     /* wake syscalls made for a sleeping pool thread */
     uint64_t spin_hits; /* spins of an idle pool thread that found an item (no syscall) */
     uint64_t overflows; /* items that waited on the loop thread for room in the queue */
+    uint64_t loop_dozes; /* sleeps of the loop with a bound and no wake for replies, taken
+                            while the pool threads filled the CPUs with items queued */
 };
 
 /* Fills *cfg with the defaults for this machine (see the fields). Any thread. NULL is

@@ -207,6 +207,76 @@ static void test_a_loop_beside_a_pool_that_fills_the_cpus_does_not_spin(void **s
      * while the last items run out (a thread idle, its CPU free). A loop that spun for each
      * reply made about n. */
     assert_true(st.spin_hits + st.spin_misses <= (uint64_t)n / 10);
+    /* Nor does it sleep for each reply: it dozes, a sleep with a bound that replies do not
+     * end, and takes them in batches. A loop woken by each reply slept about n times. */
+    struct evloop_work_stats ws;
+    assert_rc(evloop_work_stats(loop, &ws), 0);
+    print_message("# %llu dozes\n", (unsigned long long)ws.loop_dozes);
+    assert_true(ws.loop_dozes > 0);
+    assert_true(st.futex_sleeps + st.poller_sleeps <= (uint64_t)n / 4);
+    test_loop_free(loop);
+}
+
+struct burners {
+    evloop *loop;
+    int n;
+    test_counter *done;
+    atomic_bool submitted;
+};
+
+static void submit_burners(void *arg)
+{
+    struct burners *b = arg;
+    for (int i = 0; i < b->n; i++)
+        CHECK_EQ(evloop_work_submit(b->loop, burn_cpu, count_done, b->done, NULL), 0);
+    atomic_store(&b->submitted, true);
+}
+
+/* A dozing loop is still woken by anything but a reply: its doze is an announced sleep
+ * (src/core/work.c, evloop__work_doze). Tasks submitted while the pool is full of CPU-bound
+ * items find it dozing and wake it. */
+static void test_a_dozing_loop_is_woken_by_a_submit(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+    int cpus = CPU_COUNT(&set);
+    if (cpus < 2 || cpus > 64)
+        skip();
+    evloop *loop = test_loop_new(NULL);
+    struct evloop_work_config wc;
+    evloop_work_config_init(&wc);
+    wc.threads = (unsigned)cpus;
+    assert_rc(evloop_work_configure(loop, &wc), 0);
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    int n = 250 * cpus; /* about 50 ms of items, one thread per CPU */
+    test_counter done = 0;
+    struct burners b = {.loop = loop, .n = n, .done = &done};
+    atomic_init(&b.submitted, false);
+    assert_rc(evloop_submit(loop, submit_burners, &b), 0); /* the pool's calls: loop thread */
+    assert_true(wait_for_flag(&b.submitted));
+    struct evloop_work_stats ws;
+    struct evloop_stats before = stats_of(loop);
+    test_counter ran = 0;
+    int woke = 0;
+    for (int i = 0; i < 20 && atomic_load(&done) < (uint64_t)n / 2; i++) {
+        sleep_us(1500);
+        uint64_t w0 = stats_of(loop).futex_wakes + stats_of(loop).poller_wakes;
+        assert_rc(evloop_submit(loop, test_count_task, &ran), 0);
+        assert_true(wait_for_count(&ran, (uint64_t)i + 1));
+        struct evloop_stats now = stats_of(loop);
+        woke += now.futex_wakes + now.poller_wakes > w0;
+    }
+    assert_true(wait_for_count(&done, (uint64_t)n));
+    assert_rc(evloop_work_stats(loop, &ws), 0);
+    test_runner_stop(&r);
+    print_message("# %llu dozes, %d of the submits woke the loop (sleeps %llu)\n",
+                  (unsigned long long)ws.loop_dozes, woke,
+                  (unsigned long long)(stats_of(loop).futex_sleeps - before.futex_sleeps));
+    if (ws.loop_dozes == 0)
+        skip(); /* never dozed: the machine too busy for the pool threads to fill the CPUs */
+    assert_true(woke > 0);
     test_loop_free(loop);
 }
 
@@ -294,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_a_loop_confined_to_one_cpu_never_spins),
         cmocka_unit_test(test_a_spin_that_loses_its_cpu_pauses_spinning),
         cmocka_unit_test(test_a_loop_beside_a_pool_that_fills_the_cpus_does_not_spin),
+        cmocka_unit_test(test_a_dozing_loop_is_woken_by_a_submit),
         cmocka_unit_test(test_a_spinning_loop_answers_a_readable_fd_without_sleeping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

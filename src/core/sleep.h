@@ -100,6 +100,20 @@ static inline bool evloop__sleep_notify(struct evloop__sleep *s)
         return false;
     return evloop__sleep_wake_loop(s);
 }
+
+/* notify, except while *bounded reads true: the loop sleeps with a bound and looks at the
+ * queues when it ends (the work pool's doze, work.c). The flag is read after the light
+ * barrier, as the word is: the loop clears it before it announces a sleep without that
+ * bound, so either this read sees it cleared, or that announce's re-check sees the push
+ * (tests/model/wake.pml, -DDOZE). */
+static inline bool evloop__sleep_notify_unless(struct evloop__sleep *s, _Atomic bool *bounded)
+{
+    evloop__barrier_light(s->fence);
+    if (atomic_load_explicit(&s->word, memory_order_relaxed) == EVLOOP__AWAKE ||
+        atomic_load_explicit(bounded, memory_order_relaxed))
+        return false;
+    return evloop__sleep_wake_loop(s);
+}
 /* The loop's heavy barrier, counted when it is a membarrier() (evloop_stats). */
 void evloop__sleep_heavy(struct evloop__sleep *s);
 void evloop__sleep_kick(struct evloop__sleep *s);

@@ -273,7 +273,9 @@ static int wait_for_work(evloop *loop, int64_t max_wait_ns)
         return 0;
     if (timeout > 0)
         timeout = wait_timeout(loop, evloop__clock_ns(), cap_end);
-    return prepare_sleep(loop, timeout, epoch);
+    int r = prepare_sleep(loop, evloop__work_doze(loop, timeout), epoch);
+    evloop__work_doze_end(loop);
+    return r;
 }
 
 /* A stopping loop whose pool still runs items (their done callbacks must run before the run

@@ -43,6 +43,8 @@
 #define SPIN_START_NS 20000
 #define SPIN_CAP_NS 100000 /* the adaptive window never grows past it, as the loop's */
 #define PUSH_RETRY_NS 1000000        /* a reply that found no memory is tried again after */
+#define DOZE_MAX_NS 1000000 /* the longest a reply waits for a dozing loop */
+#define DOZE_MIN_NS 20000   /* a shorter doze would save less than the sleep costs */
 
 enum { QUEUED = 0, RUNNING = 1, FINISHED = 2, CANCELLED = 3 };
 enum { AWAKE = 0, ASLEEP = 1 };
@@ -103,6 +105,7 @@ struct evloop__work_pool {
     _Atomic unsigned awake; /* pool threads not asleep: running an item, between items or
                                spinning, each holding a CPU (spin.h's "busy") */
     _Atomic unsigned spin_credit; /* spins the loop may count on instead of a wake */
+    _Atomic bool dozing; /* the loop sleeps with a bound and drains after it: no reply wakes it */
     _Atomic bool quit;
 
     /* The loop thread's. */
@@ -113,8 +116,10 @@ struct evloop__work_pool {
     struct item *cancelled, *cancelled_tail; /* done(-ECANCELED) to run, in cancel order */
     struct evloop__taskq overflow;           /* items (arg) waiting for room, in order */
     unsigned unwoken; /* items published whose wake waits for evloop__work_flush() */
+    uint64_t replies_at;  /* clock ns of the last tick that found replies */
+    int64_t reply_gap_ns; /* the average time between two replies lately; 0: unknown */
     bool stopped;
-    _Atomic uint64_t submitted, completed, ncancelled, pending, wakes, overflows;
+    _Atomic uint64_t submitted, completed, ncancelled, pending, wakes, overflows, dozes;
 };
 
 /* ---- the ring ------------------------------------------------------------------------- */
@@ -136,6 +141,15 @@ static bool ring_push(struct evloop__work_pool *p, struct item *it)
 static bool ring_has_room(struct evloop__work_pool *p)
 {
     return atomic_load_explicit(&p->ring[p->tail & p->mask].seq, memory_order_acquire) == p->tail;
+}
+
+/* Loop thread: half the queue is free, so a refill from the overflow is worth a tick of
+ * its own. Not every free slot: the loop would stay awake for each item a pool thread takes,
+ * while the half still queued keeps the pool threads busy until the next reply. */
+static bool ring_wants_refill(struct evloop__work_pool *p)
+{
+    uint64_t pos = p->tail + (p->mask + 1) / 2 - 1;
+    return atomic_load_explicit(&p->ring[pos & p->mask].seq, memory_order_acquire) == pos;
 }
 
 /* Any pool thread. NULL when empty. */
@@ -192,7 +206,7 @@ static void reply(struct evloop__work_pool *p, evloop_cb kind, struct item *it)
         struct timespec ts = evloop__ns_to_timespec(PUSH_RETRY_NS);
         nanosleep(&ts, NULL);
     }
-    if (evloop__sleep_notify(&p->loop->sleep))
+    if (evloop__sleep_notify_unless(&p->loop->sleep, &p->dozing))
         evloop__ingress_woke(p->replies);
 }
 
@@ -527,6 +541,42 @@ static void refill(struct evloop__work_pool *p)
         wake_for(p, pushed);
 }
 
+/* The pace of replies, for the doze: a moving average of the time between two, over ticks
+ * that found some. After a quiet spell the pace is unknown again. */
+static void note_replies(struct evloop__work_pool *p, uint64_t now, unsigned n)
+{
+    if (p->replies_at && now > p->replies_at && now - p->replies_at < 4 * DOZE_MAX_NS) {
+        int64_t gap = (int64_t)(now - p->replies_at) / n;
+        p->reply_gap_ns = p->reply_gap_ns ? (p->reply_gap_ns * 7 + gap) / 8 : gap;
+    } else {
+        p->reply_gap_ns = 0;
+    }
+    p->replies_at = now;
+}
+
+int64_t evloop__work_doze(evloop *loop, int64_t timeout_ns)
+{
+    struct evloop__work_pool *p = atomic_load_explicit(&loop->work, memory_order_relaxed);
+    if (!p || !p->started || p->reply_gap_ns <= 0 || evloop__work_leaves_room(loop))
+        return timeout_ns;
+    uint64_t queued = p->tail - atomic_load_explicit(&p->head, memory_order_relaxed);
+    int64_t d = queued / 2 > (uint64_t)(DOZE_MAX_NS / p->reply_gap_ns)
+                    ? DOZE_MAX_NS
+                    : p->reply_gap_ns * (int64_t)(queued / 2);
+    if (d < DOZE_MIN_NS || (timeout_ns >= 0 && timeout_ns <= d))
+        return timeout_ns;
+    atomic_store_explicit(&p->dozing, true, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->dozes, 1, memory_order_relaxed);
+    return d;
+}
+
+void evloop__work_doze_end(evloop *loop)
+{
+    struct evloop__work_pool *p = atomic_load_explicit(&loop->work, memory_order_relaxed);
+    if (p && atomic_load_explicit(&p->dozing, memory_order_relaxed))
+        atomic_store_explicit(&p->dozing, false, memory_order_relaxed);
+}
+
 void evloop__work_run(evloop *loop)
 {
     struct evloop__work_pool *p = atomic_load_explicit(&loop->work, memory_order_relaxed);
@@ -534,7 +584,8 @@ void evloop__work_run(evloop *loop)
         return;
     struct evloop_task batch[EVLOOP__DRAIN_CHUNK];
     size_t n;
-    for (unsigned done = 0; done < REPLY_BUDGET; done += (unsigned)n) {
+    unsigned done = 0;
+    for (; done < REPLY_BUDGET; done += (unsigned)n) {
         n = evloop__ingress_drain(p->replies, batch, EVLOOP__DRAIN_CHUNK);
         if (n == 0)
             break;
@@ -542,6 +593,8 @@ void evloop__work_run(evloop *loop)
             batch[i].cb(batch[i].arg);
         evloop__drain_microtasks(loop);
     }
+    if (done)
+        note_replies(p, loop->now, done);
     /* A done callback may cancel more: they join the list and run here too. */
     while (p->cancelled) {
         struct item *it = p->cancelled;
@@ -556,7 +609,7 @@ void evloop__work_run(evloop *loop)
 bool evloop__work_ready_slow(struct evloop__work_pool *p)
 {
     return p->cancelled || !evloop__ingress_is_empty(p->replies) ||
-           (!evloop__taskq_is_empty(&p->overflow) && ring_has_room(p));
+           (!evloop__taskq_is_empty(&p->overflow) && ring_wants_refill(p));
 }
 
 uint64_t evloop__work_pending_slow(const struct evloop__work_pool *p)
@@ -877,6 +930,7 @@ EVLOOP_API int evloop_work_stats(const evloop *loop, struct evloop_work_stats *o
     out->pending = atomic_load_explicit(&p->pending, memory_order_relaxed);
     out->wakes = atomic_load_explicit(&p->wakes, memory_order_relaxed);
     out->overflows = atomic_load_explicit(&p->overflows, memory_order_relaxed);
+    out->loop_dozes = atomic_load_explicit(&p->dozes, memory_order_relaxed);
     for (unsigned i = 0; i < n; i++) {
         out->sleeps += atomic_load_explicit(&p->workers[i].sleeps, memory_order_relaxed);
         out->spin_hits += atomic_load_explicit(&p->workers[i].spin_hits, memory_order_relaxed);

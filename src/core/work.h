@@ -32,6 +32,17 @@ void evloop__work_destroy(evloop *loop);
  * (spin.h, evloop__spin_room); true without a pool. */
 bool evloop__work_leaves_room(evloop *loop);
 
+/* Loop thread, about to sleep with timeout_ns (-1: none): the timeout to sleep with. While
+ * the pool threads with work fill the CPUs (evloop__work_leaves_room false) and enough
+ * items are queued to keep them busy, the loop dozes: it sleeps at most as long as half the
+ * queued items take at the recent pace of replies (never over 1 ms, never under 20 us), and
+ * no reply wakes it meanwhile; anything else still does. Where it would not doze, or the
+ * timeout comes first, returns timeout_ns unchanged. */
+int64_t evloop__work_doze(evloop *loop, int64_t timeout_ns);
+
+/* Loop thread, after that sleep and before any other announce: replies wake it again. */
+void evloop__work_doze_end(evloop *loop);
+
 bool evloop__work_ready_slow(struct evloop__work_pool *p);
 uint64_t evloop__work_pending_slow(const struct evloop__work_pool *p);
 struct evloop__ingress *evloop__work_queue_slow(struct evloop__work_pool *p);
