@@ -360,10 +360,40 @@ def test_bad_arguments_raise_as_the_stdlib_does():
         return out
 
     stock, ours = _both(scenario)
-    # an unexpected keyword: the stdlib's message names its function's qualified name
-    assert stock[4][0] is ours[4][0] is TypeError
-    assert "unexpected keyword argument 'bogus'" in ours[4][1]
-    assert ours[:4] + ours[5:] == stock[:4] + stock[5:]
+    assert ours == stock
+
+
+def test_arguments_given_by_keyword_are_taken_as_the_stdlib_takes_them():
+    # Regression (issue 39): callback, delay and when given by keyword raised TypeError.
+    def scenario(loop):
+        ran = []
+
+        def f():
+            ran.append(1)
+
+        out = [type(loop.call_soon(callback=f)).__name__,
+               type(loop.call_soon_threadsafe(callback=f, context=None)).__name__,
+               type(loop.call_later(delay=0, callback=f)).__name__,
+               type(loop.call_later(0, callback=f)).__name__,
+               type(loop.call_at(when=loop.time(), callback=f)).__name__]
+        for name, a, k in [("call_soon", (), {}), ("call_soon", (f,), {"callback": f}),
+                           ("call_soon", (1,), {"callback": f}),
+                           ("call_soon", (), {"callback": f, "x": 1}),
+                           ("call_soon", (), {"callback": f, "context": None, "x": 1, "y": 2}),
+                           ("call_soon_threadsafe", (), {"context": None}),
+                           ("call_later", (), {}), ("call_later", (), {"delay": 1}),
+                           ("call_later", (1,), {}), ("call_later", (1, f), {"delay": 2}),
+                           ("call_later", (), {"callback": f, "when": 1}),
+                           ("call_at", (), {"callback": f}), ("call_at", (), {"when": 1}),
+                           ("call_at", (1, f, 2), {"callback": f, "when": 1})]:
+            out.append(_raised(lambda: getattr(loop, name)(*a, **k)))
+        loop.call_later(0.001, loop.stop)
+        loop.run_forever()
+        return out, len(ran)
+
+    stock, ours = _both(scenario)
+    assert ours == stock
+    assert stock[1] == 5
 
 
 @pytest.mark.parametrize("debug", [False, True], ids=["", "debug"])

@@ -551,40 +551,66 @@ PyObject *push_fresh(Core *self, PyObject *h, bool ctx_ours)
 // ---------------------------------------------------------------- argument parsing
 
 // callback, *args, context=None for call_soon(_threadsafe) (first = 0) and the same after a
-// leading delay/when (first = 1). The args tuple is new; context borrowed (or nullptr).
+// leading delay/when (first = 1), bound as Python binds the stdlib's signature: the leading
+// parameters by position or by keyword, *args only after them by position, with the messages
+// of BaseEventLoop's own functions for an unexpected, repeated or missing argument. The args
+// tuple is new; lead, callback and context borrowed (context may be nullptr).
 int parse_call(const char *name, PyObject *const *argv, size_t nargsf, PyObject *kwnames,
                int first, PyObject **lead, PyObject **callback, PyObject **args,
                PyObject **context)
 {
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    const char *names[2] = {std::strcmp(name, "call_later") == 0 ? "delay" : "when", "callback"};
+    if (!first)
+        names[0] = names[1];
+    int nnamed = first + 1;
+    PyObject *named[2] = {nullptr, nullptr}; // the leading parameters, as bound
+    for (Py_ssize_t i = 0; i < n && i < nnamed; i++)
+        named[i] = argv[i];
     *context = nullptr;
-    if (kwnames) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
-            PyObject *k = PyTuple_GET_ITEM(kwnames, i);
-            if (k == g.s_context || PyUnicode_Compare(k, g.s_context) == 0) {
-                *context = argv[n + i];
-            } else {
-                if (!PyErr_Occurred())
-                    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",
-                                 name, k);
-                return -1;
-            }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (k == g.s_context || PyUnicode_CompareWithASCIIString(k, "context") == 0) {
+            *context = argv[n + i];
+            continue;
         }
+        int j = 0;
+        while (j < nnamed && PyUnicode_CompareWithASCIIString(k, names[j]) != 0)
+            j++;
+        if (j == nnamed) {
+            PyErr_Format(PyExc_TypeError,
+                         "BaseEventLoop.%s() got an unexpected keyword argument '%U'", name, k);
+            return -1;
+        }
+        if (named[j]) {
+            PyErr_Format(PyExc_TypeError,
+                         "BaseEventLoop.%s() got multiple values for argument '%s'", name,
+                         names[j]);
+            return -1;
+        }
+        named[j] = argv[n + i];
     }
-    if (n < first + 1) {
-        const char *missing = n > first ? "callback"
-                              : std::strcmp(name, "call_later") == 0 ? "delay" : "when";
-        PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: '%s'", name,
-                     missing);
+    if (!named[0] || !named[nnamed - 1]) {
+        if (!named[0] && !named[nnamed - 1] && nnamed == 2)
+            PyErr_Format(PyExc_TypeError,
+                         "BaseEventLoop.%s() missing 2 required positional arguments: "
+                         "'%s' and '%s'",
+                         name, names[0], names[1]);
+        else
+            PyErr_Format(PyExc_TypeError,
+                         "BaseEventLoop.%s() missing 1 required positional argument: '%s'", name,
+                         names[named[0] ? 1 : 0]);
         return -1;
     }
-    *lead = first ? argv[0] : nullptr;
-    *callback = argv[first];
-    *args = PyTuple_New(n - first - 1);
+    *lead = first ? named[0] : nullptr;
+    *callback = named[first];
+    Py_ssize_t extra = n > nnamed ? n - nnamed : 0;
+    *args = PyTuple_New(extra);
     if (!*args)
         return -1;
-    for (Py_ssize_t i = first + 1; i < n; i++)
-        PyTuple_SET_ITEM(*args, i - first - 1, Py_NewRef(argv[i]));
+    for (Py_ssize_t i = 0; i < extra; i++)
+        PyTuple_SET_ITEM(*args, i, Py_NewRef(argv[nnamed + i]));
     return 0;
 }
 
