@@ -6,6 +6,8 @@ sleeps that a slow machine could outrun."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -57,6 +59,20 @@ def raised(fn):
 
 
 DEADLINE = 20.0  # seconds: generous for a loaded 2-core machine
+
+
+def child(code: str, *argv: str, flags: tuple = (), env: Optional[dict] = None,
+          timeout: float = DEADLINE) -> tuple:
+    """(returncode, stdout, stderr) of `python [flags] -c code argv...` in a fresh process, for
+    what could hang or abort the test's own: returncode "timeout" when it ran past timeout
+    (the child is killed)."""
+    full_env = dict(os.environ, **(env or {}))
+    try:
+        p = subprocess.run([sys.executable, *flags, "-c", code, *argv], capture_output=True,
+                           text=True, env=full_env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return "timeout", e.stdout or "", e.stderr or ""
+    return p.returncode, p.stdout, p.stderr
 
 
 def wait_until(pred: Callable[[], bool], timeout: float = DEADLINE, step: float = 0.001) -> bool:

@@ -21,7 +21,7 @@ import pytest
 
 import evloop
 
-from conftest import AIO_LOOPS as LOOPS, on_both_loops as _both, raised as _raised
+from conftest import AIO_LOOPS as LOOPS, child as _child, on_both_loops as _both, raised as _raised
 
 
 @pytest.fixture(params=["stock", "evloop"])
@@ -957,3 +957,77 @@ def test_cancelled_pending_timers_are_dropped_tracked_and_freed(aloop):
     aloop.call_soon(aloop.stop)
     aloop.run_forever()
     assert len(aloop._scheduled) == 0
+
+
+# A child that runs timers at odd times on the loop named by argv[1] and prints what ran; a loop
+# that stalls on one of them is killed by the test's deadline.
+_ODD_TIMES = r"""
+import asyncio, sys
+import evloop
+make = asyncio.SelectorEventLoop if sys.argv[1] == "stock" else evloop.new_event_loop
+class F(float): pass
+out = []
+for when in (float("nan"), F("nan"), float("inf"), float("-inf"), 1e308, -1e308):
+    loop = make()
+    ran = []
+    loop.call_at(when, ran.append, "at")
+    loop.call_later(0.001, ran.append, "later")
+    loop.call_later(0.02, loop.stop)
+    loop.run_forever()
+    out.append((repr(when), ran, len(loop._scheduled)))
+    loop.close()
+for delay in (float("nan"), float("inf"), float("-inf"), 1e308, -1e308):
+    loop = make()
+    ran = []
+    loop.call_later(delay, ran.append, "delay")
+    loop.call_later(0.001, ran.append, "later")
+    loop.call_later(0.02, loop.stop)
+    loop.run_forever()
+    out.append((repr(delay), ran, len(loop._scheduled)))
+    loop.close()
+loop = make()
+loop.time = lambda: float("nan")
+try:
+    loop.run_until_complete(asyncio.wait_for(loop.create_future(), 1))
+except BaseException as e:
+    out.append(type(e).__name__)
+loop.close()
+print(out)
+"""
+
+
+def test_timers_at_nan_and_infinite_times_never_stall_the_loop():
+    # Regression (issue 39): a timer at NaN stalled the iteration (every timer behind it with
+    # it) at 100 % CPU, and so did a loop.time() returning NaN; the stock loop runs a NaN
+    # timer that reaches the head of its heap at once, and every timer when time() is NaN.
+    runs = [_child(_ODD_TIMES, name) for name in ("stock", "evloop")]
+    assert runs[0][0] == 0, runs[0][2]
+    assert runs[1] == runs[0]
+
+
+# Timers at NaN among others, in any order: each NaN timer runs (evloop takes it as due at
+# once; the stock loop's heapq, all of whose comparisons with NaN are false, runs it when its
+# sifts happen to bring it to the head), the others at their times, and the loop stops.
+_NAN_MIX = r"""
+import random
+import evloop
+rng = random.Random(39)
+for _ in range(50):
+    loop = evloop.new_event_loop()
+    ran, want = [], []
+    for i in range(rng.randrange(1, 12)):
+        when = rng.choice([float("nan"), float("-inf"), float("inf"), 0.0, 0.002])
+        if when != float("inf"):
+            want.append(i)
+        loop.call_at(loop.time() + when, ran.append, i)
+    loop.call_later(0.02, loop.stop)
+    loop.run_forever()
+    assert sorted(ran) == want, (ran, want)
+    loop.close()
+print("ok")
+"""
+
+
+def test_nan_timers_among_others_all_run_and_the_loop_stops():
+    rc, out, err = _child(_NAN_MIX)
+    assert (rc, out) == (0, "ok\n"), err

@@ -187,9 +187,15 @@ void heap_sift_down(Heap *hp, size_t i)
     hp->a[i] = t;
 }
 
-// Takes the reference h.
+// Takes the reference h. A NaN `when` is kept as -inf: due at once, ahead of every other
+// timer. The stdlib's heapq compares with `<`, always false against NaN, and its iteration pops
+// the head while `not when >= end`, so a NaN timer runs as soon as it is the head; ordering it
+// first makes that at once, and a NaN key inside the heap would break its order for the
+// timers behind it.
 int heap_push(Heap *hp, double when, PyObject *h)
 {
+    if (std::isnan(when))
+        when = -INFINITY;
     if (hp->n == hp->cap) {
         size_t cap = hp->cap ? hp->cap * 2 : 64;
         auto *na = static_cast<Timer *>(PyMem_Realloc(hp->a, cap * sizeof(Timer)));
@@ -1086,7 +1092,9 @@ int run_iteration(Core *self, bool in_loop)
         if (end == -1.0 && PyErr_Occurred())
             return -1;
         end += self->clock_resolution;
-        while (self->timers.n && self->timers.a[0].when < end) {
+        // The stdlib stops at the first timer whose `when >= end`: with time() NaN, every
+        // timer is due.
+        while (self->timers.n && !(self->timers.a[0].when >= end)) {
             PyObject *h = heap_pop(&self->timers);
             retrack(self, h);
             if (set_scheduled(h, Py_False) < 0) {
