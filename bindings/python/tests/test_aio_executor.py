@@ -20,7 +20,7 @@ import pytest
 import evloop
 from evloop._executor import _PoolExecutor
 
-from conftest import DEADLINE, on_both_loops as _both, raised as _raised
+from conftest import DEADLINE, child as _child, on_both_loops as _both, raised as _raised
 
 # More blocked calls than the pool has threads by default (at most 64): the next one queues.
 _POOL_MAX = 64
@@ -335,3 +335,32 @@ def test_sequential_short_calls_return_in_order_with_the_spin(aloop):
     assert aloop.run_until_complete(main()) == [2 ** i for i in range(300)]
     spins, hits = aloop._evloop_work_spins()
     assert hits <= spins
+
+
+# Children for what hangs or aborts a process when it goes wrong; argv[1] names the loop.
+_MAKE = """
+import asyncio, sys, threading, time
+import evloop
+make = asyncio.SelectorEventLoop if sys.argv[1:] == ["stock"] else evloop.new_event_loop
+"""
+
+_TWO_SHUTDOWNS = _MAKE + """
+loop = make()
+
+async def main():
+    fut = loop.run_in_executor(None, time.sleep, 0.2)
+    a = asyncio.ensure_future(loop.shutdown_default_executor())
+    b = asyncio.ensure_future(loop.shutdown_default_executor())
+    await asyncio.wait_for(asyncio.gather(a, b), 10)
+    return await fut, a.done(), b.done()
+
+print(loop.run_until_complete(main()))
+loop.close()
+"""
+
+
+def test_overlapping_shutdown_default_executor_calls_all_complete():
+    # Regression (issue 39): the loop kept one waiter, and the first call never completed.
+    runs = [_child(_TWO_SHUTDOWNS, name) for name in ("stock", "evloop")]
+    assert runs[0] == (0, "(None, True, True)\n", "")
+    assert runs[1] == runs[0]

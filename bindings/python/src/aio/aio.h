@@ -165,7 +165,7 @@ struct Core {
     // executor.cpp's work_spin.
     uint64_t work_ran, work_spins, work_spin_hits;
     unsigned work_spin_skips, work_spin_backoff;
-    PyObject *work_idle;
+    PyObject *work_idle; // a list of the events _evloop_work_idle was given, or nullptr
     unsigned long poll_thread;
 };
 

@@ -408,16 +408,22 @@ int settle_one(Core *self, WorkItem *it)
     return report_settle_error(self, it);
 }
 
+// Sets every event that _evloop_work_idle was given, once no accepted item is left.
 int idle_reached(Core *self)
 {
     if (self->work_in_flight || !self->work_idle)
         return 0;
-    PyObject *ev = self->work_idle;
+    PyObject *events = self->work_idle;
     self->work_idle = nullptr;
-    PyObject *r = PyObject_CallMethodNoArgs(ev, s_set);
-    Py_DECREF(ev);
-    Py_XDECREF(r);
-    return r ? 0 : -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
+        PyObject *r = PyObject_CallMethodNoArgs(PyList_GET_ITEM(events, i), s_set);
+        if (r)
+            Py_DECREF(r);
+        else // reported, so that the other waiters are still woken
+            PyErr_WriteUnraisable(PyList_GET_ITEM(events, i));
+    }
+    Py_DECREF(events);
+    return 0;
 }
 
 } // namespace
@@ -471,13 +477,17 @@ PyObject *work_drain(PyObject *me, PyObject *)
 }
 
 // loop._evloop_work_idle(event): event.set() once no accepted item is left (at once, and
-// False, if none is); True if it will be set later.
+// False, if none is); True if it will be set later. Each caller's event is kept: overlapping
+// shutdown_default_executor() calls each wait on their own.
 PyObject *work_idle(PyObject *me, PyObject *ev)
 {
     Core *self = reinterpret_cast<Core *>(me);
     if (!self->work_in_flight)
         Py_RETURN_FALSE;
-    Py_XSETREF(self->work_idle, Py_NewRef(ev));
+    if (!self->work_idle && !(self->work_idle = PyList_New(0)))
+        return nullptr;
+    if (PyList_Append(self->work_idle, ev) < 0)
+        return nullptr;
     Py_RETURN_TRUE;
 }
 
