@@ -364,3 +364,35 @@ def test_overlapping_shutdown_default_executor_calls_all_complete():
     runs = [_child(_TWO_SHUTDOWNS, name) for name in ("stock", "evloop")]
     assert runs[0] == (0, "(None, True, True)\n", "")
     assert runs[1] == runs[0]
+
+
+def test_run_in_executor_from_another_thread_as_the_loop_starts_is_taken():
+    # Regression (issue 39): the check that this thread may submit to the pool came before
+    # Python code (create_future; in debug mode its stack capture) during which the loop could
+    # start on its own thread, and the pool then refused the call with EBUSY.
+    def scenario(loop):
+        t = threading.Thread(target=loop.run_forever)
+        real = loop.create_future
+
+        def create_future():
+            if not t.is_alive() and threading.current_thread() is threading.main_thread():
+                t.start()
+                looked = threading.Event()
+                loop.call_soon_threadsafe(looked.set)
+                assert looked.wait(DEADLINE)
+                time.sleep(0.01)  # and the loop waits in its poll again
+            return real()
+
+        loop.create_future = create_future
+        try:
+            fut = loop.run_in_executor(None, sum, [1, 2])
+
+            async def result():
+                return await fut
+
+            return asyncio.run_coroutine_threadsafe(result(), loop).result(DEADLINE)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            t.join(DEADLINE)
+
+    assert _both(scenario) == [3, 3]

@@ -259,9 +259,17 @@ bool native_poll(Core *self)
     return self->selector && self->selector_attr == self->selector;
 }
 
-// Hands item it (a new reference, given up here) to the pool: 0, or -1 with an exception set.
+// Hands item it (a new reference, given up here) to the pool: 0; 1, the item dropped, when
+// this thread may not submit now; or -1 with an exception set. The check is made here, with no
+// Python code between it and the submit: the caller's own check came before Python code (a
+// create_future, a collection), during which another thread may have started the loop.
 int submit(Core *self, WorkItem *it)
 {
+    if (!may_submit(self)) {
+        PyObject_GC_Track(it); // never in the pool, as below
+        Py_DECREF(it);
+        return 1;
+    }
     it->core = reinterpret_cast<Core *>(Py_NewRef(reinterpret_cast<PyObject *>(self)));
     int r = self->ops->work_submit(self->raw, work_run, work_done, it, &it->id);
     if (r < 0) {
@@ -320,14 +328,19 @@ PyObject *run_in_executor(PyObject *me, PyObject *const *argv, Py_ssize_t n)
     // the work (as wrap_future's cancel of the concurrent future does).
     PyObject *r = PyObject_CallMethodOneArg(fut, s_add_done_callback,
                                             reinterpret_cast<PyObject *>(it));
-    if (!r || submit(self, it) < 0) {
-        if (!r)
-            Py_DECREF(it);
-        Py_XDECREF(r);
+    if (!r) {
+        Py_DECREF(it);
         Py_DECREF(fut);
         return nullptr;
     }
     Py_DECREF(r);
+    int s = submit(self, it);
+    if (s != 0) { // the future, which nobody has seen, goes with the item
+        Py_DECREF(fut);
+        if (s < 0)
+            return nullptr;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
     return fut;
 }
 
@@ -346,9 +359,10 @@ PyObject *work_submit_cf(PyObject *me, PyObject *const *argv, Py_ssize_t n)
     if (!may_submit(self))
         Py_RETURN_FALSE;
     WorkItem *it = item_new(argv[1], argv[2], argv[0], true);
-    if (!it || submit(self, it) < 0)
+    int s = it ? submit(self, it) : -1;
+    if (s < 0)
         return nullptr;
-    Py_RETURN_TRUE;
+    return PyBool_FromLong(s == 0);
 }
 
 // The loop's exception handler for what settling an asyncio future raised (the stdlib settles
@@ -525,14 +539,15 @@ PyObject *item_call(PyObject *me, PyObject *args, PyObject *)
         PyErr_SetString(PyExc_TypeError, "_WorkItem(future)");
         return nullptr;
     }
-    if (it->finished || !it->core || !it->core->raw || !may_submit(it->core))
+    if (it->finished || !it->core || !it->core->raw)
         Py_RETURN_NONE;
     PyObject *r = PyObject_CallMethodNoArgs(PyTuple_GET_ITEM(args, 0), s_cancelled);
     if (!r)
         return nullptr;
     bool cancelled = r == Py_True;
     Py_DECREF(r);
-    if (cancelled)
+    // checked after cancelled(), which may run Python (a thread switch)
+    if (cancelled && may_submit(it->core))
         it->core->ops->work_cancel(it->core->raw, it->id);
     Py_RETURN_NONE;
 }
