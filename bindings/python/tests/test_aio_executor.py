@@ -344,6 +344,29 @@ import evloop
 make = asyncio.SelectorEventLoop if sys.argv[1:] == ["stock"] else evloop.new_event_loop
 """
 
+_THREAD_LOCAL = _MAKE + """
+tl = threading.local()
+
+def job():
+    tl.x = [1]
+    return 1
+
+loop = make()
+print(loop.run_until_complete(loop.run_in_executor(None, job)))
+loop.close()
+print("closed")
+"""
+
+
+@pytest.mark.parametrize("flags,env", [(("-X", "dev"), {}), ((), {"PYTHONMALLOC": "debug"})],
+                         ids=["dev", "pymalloc-debug"])
+def test_a_pool_thread_that_used_a_thread_local_ends_cleanly(flags, env):
+    # Regression (issue 39): the pool thread's end cleared its thread state from a pthread key
+    # destructor, after CPython's own key was gone: under the debug allocator, "Python memory
+    # allocator called without holding the GIL" and SIGABRT.
+    assert _child(_THREAD_LOCAL, flags=flags, env=env) == (0, "1\nclosed\n", "")
+
+
 _TWO_SHUTDOWNS = _MAKE + """
 loop = make()
 

@@ -20,7 +20,6 @@
 // by its end, as every accepted task is).
 #include "aio.h"
 
-#include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
@@ -54,25 +53,30 @@ PyObject *g_convert; // asyncio.futures._convert_future_exc, as wrap_future conv
 
 // A pool thread keeps one Python thread state from its first item to its end (PyThreadState_New
 // also makes it the thread's for PyGILState_Ensure, so C code that fn calls finds it, as on the
-// stdlib's threads); the key's destructor deletes it when the thread ends (evloop_free, which
-// RawLoop::free calls with the GIL released), except while the interpreter finalizes, when
-// taking the GIL would end the thread. Not PyGILState_Ensure for the first item: glibc clears
-// the interpreter's own thread key before this one's destructor runs, which then could not
-// release it.
+// stdlib's threads). The destructor of a thread_local object ends it when the thread ends
+// (evloop_free, which RawLoop::free calls with the GIL released), except while the interpreter
+// finalizes, when taking the GIL would end the thread. Not a pthread key's destructor: glibc
+// runs thread_local destructors first and the keys' after, clearing CPython's own key among
+// them, so from a key's destructor PyThreadState_Clear (a threading.local's data, say) freed
+// memory while CPython's checks no longer saw the thread holding the GIL (an abort under
+// -X dev). Not PyGILState_Ensure for the first item, for the same reason.
 PyInterpreterState *g_interp;
-thread_local PyThreadState *t_state = nullptr;
-pthread_key_t g_state_key;
 
-void state_end(void *p)
+struct PoolThreadState {
+    PyThreadState *ts = nullptr;
+    ~PoolThreadState();
+};
+thread_local PoolThreadState t_state;
+
+PoolThreadState::~PoolThreadState()
 {
 #if PY_VERSION_HEX >= 0x030D0000
     bool finalizing = Py_IsFinalizing();
 #else
     bool finalizing = _Py_IsFinalizing();
 #endif
-    if (finalizing)
+    if (!ts || finalizing)
         return;
-    auto *ts = static_cast<PyThreadState *>(p);
     PyEval_RestoreThread(ts);
     PyThreadState_Clear(ts);
     PyThreadState_DeleteCurrent(); // and the GIL with it
@@ -81,14 +85,13 @@ void state_end(void *p)
 // False, without the GIL, if the thread state cannot be made (no memory).
 bool gil_take()
 {
-    if (!t_state) {
+    if (!t_state.ts) {
         PyThreadState *ts = PyThreadState_New(g_interp);
         if (!ts)
             return false;
-        t_state = ts;
-        pthread_setspecific(g_state_key, ts);
+        t_state.ts = ts;
     }
-    PyEval_RestoreThread(t_state);
+    PyEval_RestoreThread(t_state.ts);
     return true;
 }
 
@@ -635,10 +638,6 @@ int register_executor(PyObject *m)
     g_interp = PyInterpreterState_Get();
     cpu_set_t set;
     g_multi_cpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) > 1 : true;
-    if (pthread_key_create(&g_state_key, state_end) != 0) {
-        PyErr_SetString(PyExc_RuntimeError, "evloop: pthread_key_create failed");
-        return -1;
-    }
     static PyType_Slot slots[] = {
         {Py_tp_doc, const_cast<char *>("One run_in_executor call on evloop's work pool.")},
         {Py_tp_call, reinterpret_cast<void *>(item_call)},
