@@ -134,6 +134,9 @@ class _EvloopSelector(selectors.BaseSelector):
 
     def __init__(self, raw: Any) -> None:
         self._raw = raw
+        # What close() hands the RawLoop to instead of freeing it itself (EventLoop.close on
+        # one of the loop's own pool threads).
+        self._free_later: Optional[Callable[[Any], None]] = None
         self._keys: Dict[int, selectors.SelectorKey] = {}
         self._map = _KeyMapping(self)
         # The fds are added with io_add_native: their C callback only records the readiness
@@ -254,7 +257,10 @@ class _EvloopSelector(selectors.BaseSelector):
         raw, self._raw = self._raw, None
         if raw is not None:
             raw.on_error = None
-            raw.free()
+            if self._free_later is not None:
+                self._free_later(raw)
+            else:
+                raw.free()
 
     def get_map(self) -> Mapping:
         return self._map
@@ -697,8 +703,20 @@ class EventLoop(_asyncio_core._AioCore,  # type: ignore[misc,valid-type]
         # Every call the work pool accepted runs and returns before the pool ends with the
         # loop (the stdlib's close leaves its pool's threads running them).
         if not self.is_running() and not self.is_closed():
-            self._evloop_work_drain()
+            if self._evloop_work_drain() is None and isinstance(self._selector, _EvloopSelector):
+                # A call on this loop's own pool closes it (run_in_executor(None, loop.close)):
+                # the RawLoop's free waits for every pool call to return, this one too, so a
+                # thread of its own frees it; the loop reads as closed at once, as the stock
+                # loop's close() from its executor leaves it.
+                self._selector._free_later = self._free_on_thread
         super().close()
+
+    def _free_on_thread(self, raw: Any) -> None:
+        def free() -> None:
+            raw.free()  # once the pool's calls have returned
+            self._evloop_work_drain()  # settles their items (the closed loop's futures stay)
+
+        threading.Thread(target=free, name="evloop-close").start()
 
     @property
     def evloop_backend(self) -> str:

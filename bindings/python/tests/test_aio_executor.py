@@ -367,6 +367,30 @@ def test_a_pool_thread_that_used_a_thread_local_ends_cleanly(flags, env):
     assert _child(_THREAD_LOCAL, flags=flags, env=env) == (0, "1\nclosed\n", "")
 
 
+_CLOSE_FROM_POOL = _MAKE + """
+loop = make()
+loop.run_in_executor(None, time.sleep, 0.05)
+loop.run_in_executor(None, loop.close)
+end = time.monotonic() + 10
+while not loop.is_closed() and time.monotonic() < end:
+    time.sleep(0.001)
+coro = asyncio.sleep(0)
+try:
+    loop.run_until_complete(coro)
+except RuntimeError as e:
+    print(repr(e))
+coro.close()
+print(loop.is_closed())
+"""
+
+
+def test_a_call_that_closes_its_idle_loop_closes_it_as_on_the_stock_loop():
+    # Regression (issue 39): close() on a pool thread waited for every pool call, its own too.
+    runs = [_child(_CLOSE_FROM_POOL, name) for name in ("stock", "evloop")]
+    assert runs[0] == (0, "RuntimeError('Event loop is closed')\nTrue\n", "")
+    assert runs[1] == runs[0]
+
+
 _TWO_SHUTDOWNS = _MAKE + """
 loop = make()
 

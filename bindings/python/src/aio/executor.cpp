@@ -138,6 +138,9 @@ void call_unraisable(PyObject *fut, PyObject *name, PyObject *arg)
         PyErr_WriteUnraisable(fut);
 }
 
+// The loop whose item this pool thread runs now: a close() there must not wait for the pool.
+thread_local Core *t_item_core = nullptr;
+
 // The work callback, on a pool thread: fn(*args) with the GIL.
 void work_run(void *arg)
 {
@@ -156,7 +159,9 @@ void work_run(void *arg)
         Py_XDECREF(r);
     }
     if (run) {
+        t_item_core = it->core;
         PyObject *r = PyObject_Call(it->fn, it->args, nullptr);
+        t_item_core = nullptr;
         it->failed = !r;
         it->result = r ? r : fetch_exception();
         if (it->concurrent) {
@@ -477,12 +482,18 @@ namespace {
 
 // loop._evloop_work_drain(): polls (the GIL released while it waits) until every accepted
 // item is settled. For shutdown(wait=True) on the thread that may drive the loop and for
-// close(). False, doing nothing, when this thread may not drive the loop now.
+// close(); once the RawLoop is freed (after which every item's done has run), it settles
+// them. False, doing nothing, when this thread may not drive the loop now; None on one of
+// the loop's own pool threads running an item, which would wait for itself.
 PyObject *work_drain(PyObject *me, PyObject *)
 {
     Core *self = reinterpret_cast<Core *>(me);
+    if (t_item_core == self)
+        Py_RETURN_NONE;
     if (!self->raw || (self->work_in_flight && !may_submit(self)))
         Py_RETURN_FALSE;
+    if (self->work_done && work_settle(self) < 0)
+        return nullptr;
     while (self->work_in_flight) {
         set_poll_thread(self, PyThread_get_thread_ident());
         int r = self->ops->poll(self->raw, self->work_done ? 0 : -1);
