@@ -1433,11 +1433,12 @@ class _World:
         self.tcp_pairs.append((lambda: ca.sock, lambda: cb.sock, False))
         tr, _ = self.run(self.loop.create_connection(lambda: _proto(self, ca),
                                                      "127.0.0.1", s["port"]))
-        # Whether the accepted side's greeting has reached this side when create_connection
-        # returns is the loops' timing (evloop's accept makes no task: the accepted side's
-        # connection_made runs an iteration sooner than the stdlib's); what it did to this
-        # side's transport shows in the events.
-        return None if ob[6] else tr.is_reading()
+        # Whether a greeting has had its effect here when create_connection returns is the
+        # loops' timing (evloop's accept makes no task: the accepted side's connection_made
+        # runs an iteration sooner than the stdlib's): the accepted side's greeting, or this
+        # side's, which the accepted side may answer with an abort (a protocol that fails on
+        # its first read) whose reset closes this transport. What it did shows in the events.
+        return None if oa[6] or ob[6] else tr.is_reading()
 
     def op_srv_close(self, sid: int) -> Any:
         s = self.srvs.get(sid)
