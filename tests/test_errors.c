@@ -487,6 +487,7 @@ static void test_io_add_of_a_negative_or_closed_fd_returns_ebadf(void **state)
         {"fd INT_MIN", INT_MIN, EVLOOP_READABLE},
         {"a closed fd", closed_fd(), EVLOOP_READABLE},
         {"fd 1 << 29, never opened", 1 << 29, EVLOOP_WRITABLE},
+        {"fd INT_MAX", INT_MAX, EVLOOP_READABLE},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         test_assert_rc(evloop_io_add(loop, rows[i].fd, rows[i].events, test_never_io, NULL), -EBADF,
@@ -564,6 +565,30 @@ static void test_timer_cancel_of_an_unknown_id_returns_enoent(void **state)
     evloop *loop = test_loop_new(NULL);
     assert_rc(evloop_timer_cancel(loop, 0), -ENOENT);
     assert_rc(evloop_timer_cancel(loop, 42), -ENOENT);
+    test_loop_free(loop);
+}
+
+/* The extremes of the timer API are values, not errors: a deadline saturates (never fires
+ * while the loop lives), an interval of 1 ns fires at most once per tick, and a stale id is
+ * -ENOENT for every call that takes one. */
+static void test_timers_at_the_extremes_neither_fail_nor_stall(void **state)
+{
+    (void)state;
+    evloop *loop = test_loop_new(NULL);
+    evloop_timer_id never, tight;
+    assert_rc(evloop_timer_start(loop, UINT64_MAX, UINT64_MAX, test_never_task, NULL, &never), 0);
+    assert_rc(evloop_timer_again(loop, never, UINT64_MAX), 0);
+    test_counter fired = 0;
+    assert_rc(evloop_timer_start(loop, 0, 1, test_count_task, &fired, &tight), 0);
+    struct test_runner r;
+    test_runner_start(&r, loop);
+    assert_true(wait_for_count(&fired, 3)); /* the loop goes on between periods */
+    assert_rc(evloop_timer_cancel(loop, tight), 0);
+    assert_rc(evloop_timer_cancel(loop, never), 0);
+    assert_rc(evloop_timer_cancel(loop, never), -ENOENT);
+    assert_rc(evloop_timer_again(loop, never, 1), -ENOENT);
+    assert_rc(evloop_timer_cancel(loop, UINT64_MAX), -ENOENT);
+    test_runner_stop(&r);
     test_loop_free(loop);
 }
 
@@ -699,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_io_add_twice_returns_eexist_and_keeps_the_first_registration),
         cmocka_unit_test(test_io_modify_and_remove_of_an_unregistered_fd_return_enoent),
         cmocka_unit_test(test_timer_cancel_of_an_unknown_id_returns_enoent),
+        cmocka_unit_test(test_timers_at_the_extremes_neither_fail_nor_stall),
         cmocka_unit_test(test_io_add_of_a_regular_file_under_epoll_returns_eperm),
         cmocka_unit_test(test_run_and_free_of_a_running_loop_return_ebusy),
         cmocka_unit_test(test_every_entry_point_of_a_terminated_loop_returns_eshutdown),
