@@ -37,7 +37,8 @@ enum { EPOLL = 0, IO_URING = 1, KQUEUE = 2 }; /* positions in names[] */
 /* The implementations built here, in auto's order. A name may have several, tried in order.
  * auto takes the first that starts among those marked for it; an implementation that loses
  * the readiness family to another one here is never auto's. The order is measured, not
- * assumed: see docs/design.md, "Backends", for the figures behind it. */
+ * assumed: docs/design.md, "Backends", says why; tournament/results/design-figures.md has
+ * the figures behind it. */
 static const struct impl {
     unsigned index; /* in names[] */
     const struct evloop__backend *vt;

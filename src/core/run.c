@@ -70,7 +70,7 @@ int evloop__enter(evloop *loop)
 #if EVLOOP__TSAN
     /* ThreadSanitizer makes a thread's signal state on the thread's first blocking call,
      * and a handler that runs meanwhile arms its signal in a second copy that the first then
-     * overwrites: the signal is lost (measured: 1 in 60 first signals to a new loop thread).
+     * overwrites: the signal is lost (seen in tests; tournament/results/design-figures.md).
      * A blocking call with nothing to wait for makes it here, before the loop reads as
      * running, so no delivery to this thread while it runs the loop can meet that race. */
     poll(NULL, 0, 0);

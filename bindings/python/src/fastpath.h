@@ -73,10 +73,8 @@ inline thread_local RunCtx *tls_ctx = nullptr;
 // poll or sleep, releases it (but in run_once(0), whose poll cannot wait: RawLoop::drive). So
 // the GIL is never held while the loop waits, and a batch of N callbacks costs one
 // release/acquire instead of N. A stopping loop runs no hook (and may wait for operations to
-// finish): there each callback releases it. Measured with
-// `tools/roundtrip.py --n 5000 --rounds 5 --flood 200000 --eager-gil` (2 vCPUs, load 8,
-// Python 3.11; medians of 5 rounds): a flood from another thread took 74 ns per callback so,
-// 180 ns releasing the GIL after each callback; submit_batch floods 54 against 169 ns.
+// finish): there each callback releases it. The figures, with their command
+// (tools/roundtrip.py --eager-gil): tournament/results/design-figures.md.
 class CallbackGil {
 public:
     CallbackGil() : ctx_(tls_ctx)
@@ -173,11 +171,9 @@ inline CallbackGil::~CallbackGil()
 }
 
 // The hand-off: submit, submit_internal, queue_microtask and submit_batch are METH_FASTCALL
-// methods of RawLoop, not pybind11 functions. Measured against a pybind11 def of the same
-// submit ((py::object fn, py::args), added for the measurement only): 200k submits to a loop
-// not running took 105-161 ns per call through pybind11 against 34-63 ns here (medians of 15
-// interleaved rounds, 3 runs; the fastest rounds 73 against 32 ns), and a flood from another
-// thread 178-305 against 136-217 ns per task (2 vCPUs, load 11, Python 3.11).
+// methods of RawLoop, not pybind11 functions: pybind11's argument handling cost more per
+// call than the hand-off itself (measured against a pybind11 def of the same submit:
+// tournament/results/design-figures.md).
 
 // The evloop of self, a RawLoop; NULL with LoopClosedError set once it is freed. Installed by
 // module.cpp at import (the class lives in src/raw_loop.h).

@@ -111,9 +111,8 @@ public:
     // evloop_run (once false) or evloop_run_once, with the GIL released while the loop works.
     // run_once(0) keeps it: that iteration cannot spin or block (its wait is a poll with a
     // zero timeout), and an asyncio loop with handles ready calls it every iteration, where
-    // the release and the take back cost about 390 instructions and six atomic operations
-    // (callgrind of a call_soon chain: 3,993 instructions per iteration with them, 3,603
-    // without).
+    // the release and the take back are a share of the iteration's instructions worth saving
+    // (callgrind: tournament/results/design-figures.md).
     int drive(bool once, int64_t timeout_ns)
     {
         evloop *l = get();

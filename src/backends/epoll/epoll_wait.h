@@ -2,9 +2,9 @@
  * epoll set (epoll.c, and the io_uring backend's io_uring.c). epoll_pwait2 (Linux 5.11+) takes
  * the ns as they are; where it is missing (ENOSYS: *no_pwait2 is set and stays set) epoll_wait
  * rounds the timeout up to whole ms, so a timer never fires early. A zero or no timeout goes
- * to epoll_wait itself: on Linux 6.18 (KVM guest) epoll_pwait2 with a zero timespec costs
- * 319-371 ns against epoll_wait(0)'s 225-238 (709-778 against 603-613 with an event ready;
- * bench/epoll_cost.c), and a busy loop polls with a zero timeout on every tick.
+ * to epoll_wait itself, which costs less than epoll_pwait2 with a zero timespec
+ * (bench/epoll_cost.c; tournament/results/design-figures.md, "Backends"), and a busy loop
+ * polls with a zero timeout on every tick.
  *
  * A ThreadSanitizer build always uses epoll_wait. TSan defers a signal handler until its
  * thread next enters a function TSan intercepts, and runs the deferred ones when the thread

@@ -171,8 +171,8 @@ int evloop__uring_start(struct io_uring *ring, unsigned sq_entries, unsigned cq_
 {
     /* Completions are task work: COOP_TASKRUN (5.19) runs it at the loop thread's next entry
      * into the kernel instead of interrupting the thread (an IPI) for each; TASKRUN_FLAG says
-     * when it is pending, so io_uring_peek_batch_cqe enters to run it. A ring server spends
-     * ~20% less CPU per request with it here (docs/design.md, "Backends"). SUBMIT_ALL
+     * when it is pending, so io_uring_peek_batch_cqe enters to run it: a ring server spends
+     * less CPU per request (tournament/results/design-figures.md, "Backends"). SUBMIT_ALL
      * (5.18: an SQE that fails does not hold back those queued after it) sets the oldest
      * kernel: an older one refuses both setups with EINVAL (test_fallback.c plays that). */
     unsigned features = 0, coop = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;

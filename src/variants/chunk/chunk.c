@@ -369,8 +369,7 @@ const char *evloop__ingress_name(void)
 const char *evloop__ingress_auto_seq_cst(void)
 {
     /* With membarrier, a loop that sleeps between fd events pays a membarrier() per sleep
-     * once anything was ever submitted (~10 us on a 2-vCPU KVM guest while another thread
-     * runs): ReadinessRoundTrip 15.2 us against 3.1 with a fence per submit, beside the mutex
-     * a submit takes anyway (tournament/results/two-vcpu-chunk-fence.md). */
+     * once anything was ever submitted, which costs more than a fence per submit beside the
+     * mutex a submit takes anyway (figures: tournament/results/two-vcpu-chunk-fence.md). */
     return "chunk variant: a fence per submit costs less than a membarrier() per sleep";
 }

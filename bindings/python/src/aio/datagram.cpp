@@ -14,9 +14,9 @@
 // - sendto: the stdlib's send-at-once case in C (dg_sendto below); the rest is its method.
 // Why: the stdlib's sock.recvfrom(max_size) allocates a bytes of max_size (256 KiB) per
 // datagram and shrinks it; glibc serves that with mmap, mremap and munmap until its dynamic
-// threshold moves past it, which depends on the process's history: a UDP echo server on the
-// stock loop spent 27 us of CPU a datagram in a fresh process and 9 us once the threshold had
-// moved (tournament/results/asyncio-log.md, "Datagrams"). It uses transport.cpp's helpers (aio.h).
+// threshold moves past it, which depends on the process's history, so a fresh process pays
+// those syscalls per datagram (tournament/results/asyncio-log.md, "Datagrams"). It uses
+// transport.cpp's helpers (aio.h).
 #include "aio.h"
 
 #include <arpa/inet.h>
@@ -36,8 +36,8 @@ struct DatagramGlobals {
 };
 DatagramGlobals gd;
 
-// An IPv4 address in dotted decimal, as inet_ntop writes it (glibc's goes through sprintf:
-// ~2,600 instructions a datagram under callgrind, most of the address's cost). out holds 16.
+// An IPv4 address in dotted decimal, as inet_ntop writes it (glibc's goes through sprintf,
+// most of the address's cost under callgrind). out holds 16.
 size_t format_ipv4(const in_addr &a, char *out)
 {
     const auto *b = reinterpret_cast<const unsigned char *>(&a.s_addr); // network order

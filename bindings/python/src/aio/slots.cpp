@@ -7,10 +7,10 @@
 // transport (_DatagramTransport) _protocol, _conn_lost, _buffer, _sock_fd, _address, _extra,
 // _sock. The stdlib's own code sets and reads them as before (through the slots' member
 // descriptors, which the interpreter specialises); the C methods read each at its offset in
-// the instance: a load, where PyObject_GetAttr cost ~175 instructions (callgrind, 1 KiB
-// protocol echo, CPython 3.11: the type lookup, the descriptor checks, the instance-values
-// lookup), ten times a message. Reading the instance's __dict__ instead was measured too:
-// ~170, the dict lookup being most of it.
+// the instance: a load, where PyObject_GetAttr is the type lookup, the descriptor checks and
+// the instance-values lookup, ten times a message. Reading the instance's __dict__ instead
+// was measured too and saved little, the dict lookup being most of it (callgrind:
+// tournament/results/design-figures.md).
 //
 // The offsets come from each class's member descriptors, checked (a writable object member
 // of that class, under that name) whenever the class's version tag is not the one checked:

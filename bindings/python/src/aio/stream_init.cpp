@@ -7,9 +7,9 @@
 // getsockname and getpeername (None on OSError), server._attach, loop._transports[fd] = self,
 // TCP_NODELAY where _set_nodelay sets it, then loop.call_soon for connection_made, the
 // reader and the waiter. What it leaves out is the Python: eight frames, and the enum
-// conversions of sock.family and sock.type (the members are read as ints here): about 22,000
-// of a connection's 88,000 user-space instructions on CPython 3.11 (callgrind, in
-// tournament/results/asyncio-log.md). An instance of another class or a socket of another
+// conversions of sock.family and sock.type (the members are read as ints here), a large share
+// of a connection's user-space instructions (callgrind, tournament/results/asyncio-log.md). An
+// instance of another class or a socket of another
 // class than socket.socket goes to the stdlib's __init__.
 #include "aio.h"
 
