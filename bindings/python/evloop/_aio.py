@@ -4,7 +4,7 @@
 Design (docs/asyncio.md maps it, with its invariants and fallbacks; the measurements are in
 tournament/results/asyncio-log.md): ``EventLoop`` is asyncio's own Unix selector event loop
 (``asyncio.SelectorEventLoop``), so its servers, TLS, sendfile, subprocesses, pipes and
-signals are the standard library's, with seven parts replaced:
+signals are the standard library's, with the parts below replaced:
 
 - the hot paths, native (``evloop._asyncio_core._AioCore``, src/aio/core.cpp, the C base of
   ``EventLoop``): ``call_soon``, ``call_later``, ``call_at``, ``call_soon_threadsafe`` and
@@ -17,7 +17,8 @@ signals are the standard library's, with seven parts replaced:
   behind a C base (``evloop._asyncio_core._AioStreamBase``, src/aio/transport.cpp) whose read
   callbacks recv in C and call the protocol's ``data_received`` (or
   ``get_buffer``/``buffer_updated``) from C, whose ``write`` sends in C when nothing is
-  buffered, and whose ``is_closing`` is C; every other branch is the stdlib's code;
+  buffered, and whose ``is_closing`` is C; its construction is C too where the stdlib's
+  code is one it knows (src/aio/stream_init.cpp); every other branch is the stdlib's code;
 - the datagram transport of ``AF_INET``/``AF_INET6`` sockets: ``_DatagramTransport``, the
   stdlib's ``_SelectorDatagramTransport`` behind a C base
   (``evloop._asyncio_core._AioDatagramBase``, src/aio/datagram.cpp) whose read callback
@@ -40,7 +41,10 @@ signals are the standard library's, with seven parts replaced:
   and then, instead of writing a byte to the self-pipe, submits a C no-op to the evloop loop
   (one lane store, no lock; a wake syscall only when the loop really sleeps in
   ``run_once``), and only if no such wake is already on its way. The self-pipe stays for
-  signals (the C signal handler writes to it through ``signal.set_wakeup_fd``).
+  signals (the C signal handler writes to it through ``signal.set_wakeup_fd``);
+- the default executor: ``run_in_executor(None, ...)`` runs on the library's work pool
+  (src/aio/executor.cpp, ``evloop/_executor.py``), the iteration settling the futures,
+  instead of a ``ThreadPoolExecutor``.
 """
 
 from __future__ import annotations
