@@ -1,8 +1,8 @@
-"""The native hot paths of evloop's asyncio loop (src/aio/core.cpp: the ready queue, the timer
-heap and the iteration in C): each behaviour the stdlib's loop has there, checked against the
-stock loop doing the same where the stdlib defines it, on every backend and variant; and what
-the native part adds (handles untracked by the collector while queued, reused handles, the
-lane-submit wake) checked for what it must never change."""
+"""The native hot paths of evloop's asyncio loop (src/aio/core.cpp, handles.cpp, queues.cpp:
+the ready queue, the timer heap and the iteration in C): each behaviour the stdlib's loop has
+there, checked against the stock loop doing the same where the stdlib defines it, on every
+backend and variant; and what the native part adds (handles untracked by the collector while
+queued, reused handles, the lane-submit wake) checked for what it must never change."""
 
 from __future__ import annotations
 

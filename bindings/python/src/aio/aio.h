@@ -1,7 +1,11 @@
 // The private header of evloop._asyncio_core, the native core of evloop's asyncio loop
 // (evloop/_aio.py, docs/asyncio.md), written in the CPython C API: the types and the helpers
 // that its files share, before their bodies. One file per part:
-//   core.cpp       _AioCore, the C base of evloop.EventLoop: ready queue, timer heap, iteration
+//   core.cpp       _AioCore, the C base of evloop.EventLoop: scheduling methods, iteration
+//   handles.cpp    the stdlib's handles as the core makes, recycles and runs them
+//   queues.cpp     the ready ring and the timer heap
+//   core_type.cpp  the _AioCore type: views, attributes, slots, method table, _aio_setup
+//                  (core.h: what those four share, and no other file includes it)
 //   fds.cpp        its fd registry methods (_add_reader, ...)
 //   sock.cpp       its sock_recv / sock_sendall hot path
 //   transport.cpp  _AioStreamBase, the stream socket transport's hot methods
@@ -43,7 +47,7 @@ static inline PyObject *Py_XNewRef(PyObject *o)
 
 namespace aio {
 
-// ---------------------------------------------------------------- core.cpp: the handles
+// ---------------------------------------------------------------- handles.cpp: the handles
 
 // asyncio.Handle and asyncio.TimerHandle are slotted Python classes; the core makes them with
 // tp_alloc and fills their slots (what Handle.__init__ would store, without running it), and
@@ -108,7 +112,7 @@ struct Ring {
     size_t head, len, cap; // cap a power of two (or 0)
 };
 
-// The timer heap's entries (core.cpp says why it is 4-ary).
+// The timer heap's entries (queues.cpp says why it is 4-ary).
 struct Timer {
     double when;
     uint64_t seq;
@@ -178,7 +182,7 @@ inline void set_poll_thread(Core *self, unsigned long id)
     __atomic_store_n(&self->poll_thread, id, __ATOMIC_RELEASE);
 }
 
-// What core.cpp lends the other files (each explained at its body).
+// What the core's files lend the others (each explained at its body).
 int check_closed(Core *self);
 int is_cancelled(PyObject *h);
 PyObject *make_handle(Core *self, PyObject *when, PyObject *callback, PyObject *args,
@@ -196,7 +200,7 @@ PyObject *get_flag(PyObject *me, void *)
     return Py_NewRef(o ? o : (self->*Flag ? Py_True : Py_False));
 }
 
-// ---------------------------------------------------------------- registration (core.cpp)
+// ---------------------------------------------------------------- registration (core_type.cpp)
 
 // A name the native paths look up, interned once at registration.
 struct Name {
