@@ -58,6 +58,9 @@ def _beside_busy_loop(loop: asyncio.AbstractEventLoop, start_chain) -> float:
         start_chain()
         t = threading.Thread(target=counter)
         loop.call_soon(t.start)
+        # A loop that never hands the GIL over starves the counter, which then never stops
+        # the loop: the deadline makes that a failure, not a hang.
+        loop.call_later(_SECONDS * 20, loop.stop)
         loop.run_forever()
         t.join()
     finally:
