@@ -68,12 +68,27 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
     list(APPEND EVLOOP_BACKEND_SOURCES src/backends/epoll/epoll.c)
 endif()
 # io_uring is Linux's: on another system (a cross build) a liburing.pc that pkg-config finds
-# belongs to the host and must not add the backend.
-if(EVLOOP_WITH_IO_URING AND CMAKE_SYSTEM_NAME STREQUAL "Linux" AND
-   EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/io_uring.c)
+# belongs to the host and must not add the backend. When it is left out,
+# EVLOOP_IO_URING_LEFT_OUT says why (a build from the sdist with only a compiler has no
+# pkg-config, and the user should be told rather than find out from benchmarks).
+set(EVLOOP_IO_URING_LEFT_OUT "")
+if(NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    set(EVLOOP_IO_URING_LEFT_OUT "not Linux")
+elseif(NOT EVLOOP_WITH_IO_URING)
+    set(EVLOOP_IO_URING_LEFT_OUT "EVLOOP_WITH_IO_URING=OFF")
+elseif(NOT EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/io_uring.c)
+    set(EVLOOP_IO_URING_LEFT_OUT "no src/backends/io_uring in the sources")
+else()
     find_package(PkgConfig QUIET)
     if(PkgConfig_FOUND)
         pkg_check_modules(LIBURING QUIET IMPORTED_TARGET GLOBAL liburing)
+        if(NOT LIBURING_FOUND)
+            set(EVLOOP_IO_URING_LEFT_OUT
+                "pkg-config finds no liburing (Debian: apt-get install liburing-dev)")
+        endif()
+    else()
+        set(EVLOOP_IO_URING_LEFT_OUT
+            "no pkg-config to find liburing with (Debian: apt-get install pkg-config liburing-dev)")
     endif()
     if(LIBURING_FOUND)
         list(APPEND EVLOOP_BACKENDS io_uring)
@@ -114,6 +129,9 @@ if(io_uring IN_LIST EVLOOP_BACKENDS)
 endif()
 message(STATUS "evloop: ingress ${EVLOOP_INGRESS}, wake ${EVLOOP_WAKE}, backends "
                "${EVLOOP_BACKENDS}, liburing ${EVLOOP_LIBURING_MODE}")
+if(EVLOOP_IO_URING_LEFT_OUT AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    message(STATUS "evloop: io_uring backend left out: ${EVLOOP_IO_URING_LEFT_OUT}")
+endif()
 
 # evloop_add_library(target variant [SHARED] [BUNDLE]): the core + one variant, static unless
 # SHARED. BUNDLE: liburing.a goes inside (see EVLOOP_LIBURING_MODE) instead of being a link

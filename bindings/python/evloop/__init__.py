@@ -31,6 +31,7 @@ __all__ = [
     "LoopClosedError",
     "State",
     "backends",
+    "backends_left_out",
     "variants",
     "autotune",
     "now_ns",
@@ -85,6 +86,19 @@ def backends() -> List[str]:
         order = [b for b in _PRIORITY if b in built] + [b for b in built if b not in _PRIORITY]
         _backends_cache = [b for b in order if _starts(b)]
     return list(_backends_cache)
+
+
+def backends_left_out() -> Dict[str, str]:
+    """The pollers this build of the package left out, each with why: on Linux, without
+    pkg-config or liburing at build time (a build from the sdist with only a compiler),
+    ``{"io_uring": "no pkg-config to find liburing with (...)"}``; ``{}`` when nothing was.
+    ``backends()`` then has epoll alone; rebuilding with liburing-dev and pkg-config installed
+    brings io_uring in."""
+    left = {}
+    for entry in filter(None, _arena.LEFT_OUT.split(";")):
+        name, _, why = entry.partition(": ")
+        left[name] = why
+    return left
 
 
 def _starts(backend: str) -> bool:

@@ -8,6 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 VARIANT: str
 VERSION_INFO: Tuple[int, int, int]
 BACKENDS: str
+LEFT_OUT: str
 READABLE: int
 WRITABLE: int
 HANGUP: int

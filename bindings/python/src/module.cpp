@@ -20,6 +20,9 @@
 #ifndef EVLOOP_PY_BACKENDS
 #define EVLOOP_PY_BACKENDS ""
 #endif
+#ifndef EVLOOP_PY_LEFT_OUT
+#define EVLOOP_PY_LEFT_OUT ""
+#endif
 
 // EVLOOP_PY_STATS(X): X(name, "comment") for every field of struct evloop_stats, generated
 // from include/evloop.h by src/stats_fields.py at build time.
@@ -98,6 +101,7 @@ PYBIND11_MODULE(EVLOOP_PY_MODULE, m)
         py::make_tuple(EVLOOP_VERSION_MAJOR, EVLOOP_VERSION_MINOR, EVLOOP_VERSION_PATCH);
     m.def("version", &evloop_version, "evloop_version(): the library's \"MAJOR.MINOR.PATCH\".");
     m.attr("BACKENDS") = EVLOOP_PY_BACKENDS; // compiled in, best first, ","-separated
+    m.attr("LEFT_OUT") = EVLOOP_PY_LEFT_OUT; // "backend: why" for one left out, or ""
     m.attr("READABLE") = unsigned(EVLOOP_READABLE);
     m.attr("WRITABLE") = unsigned(EVLOOP_WRITABLE);
     m.attr("HANGUP") = unsigned(EVLOOP_HANGUP);

@@ -21,6 +21,17 @@ def test_backends_lists_only_backends_that_start_here():
             assert lp.backend == b
 
 
+def test_backends_left_out_name_what_the_build_lacks_with_a_reason():
+    left = evloop.backends_left_out()
+    built = evloop._arena.BACKENDS.split(",")
+    for name, why in left.items():
+        assert name not in built and name not in evloop.backends()
+        assert why, f"{name} left out without a reason"
+    # on Linux either io_uring is built in or the build said why not
+    if "epoll" in built:
+        assert ("io_uring" in built) != ("io_uring" in left)
+
+
 def test_variants_are_arena_and_chunk():
     assert evloop.variants() == ["arena", "chunk"]
     assert evloop._arena.ingress() == "arena"
