@@ -71,11 +71,16 @@ endif()
 # belongs to the host and must not add the backend. When it is left out,
 # EVLOOP_IO_URING_LEFT_OUT says why (a build from the sdist with only a compiler has no
 # pkg-config, and the user should be told rather than find out from benchmarks).
+set(EVLOOP_IO_URING_OFF_WHY "" CACHE STRING
+    "why EVLOOP_WITH_IO_URING is OFF, in words for the user (the portable wheel's build sets it)")
 set(EVLOOP_IO_URING_LEFT_OUT "")
 if(NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
     set(EVLOOP_IO_URING_LEFT_OUT "not Linux")
 elseif(NOT EVLOOP_WITH_IO_URING)
     set(EVLOOP_IO_URING_LEFT_OUT "EVLOOP_WITH_IO_URING=OFF")
+    if(EVLOOP_IO_URING_OFF_WHY)
+        set(EVLOOP_IO_URING_LEFT_OUT "${EVLOOP_IO_URING_OFF_WHY}")
+    endif()
 elseif(NOT EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/src/backends/io_uring/io_uring.c)
     set(EVLOOP_IO_URING_LEFT_OUT "no src/backends/io_uring in the sources")
 else()
