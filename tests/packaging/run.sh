@@ -8,7 +8,8 @@
 #     venv and a folder of links to the compiler toolchain (gcc, g++, ld, as, ar, ...), and a
 #     pkg-config that finds no .pc file; the build must then take CMake, Ninja and pybind11
 #     from PyPI and say that it left io_uring out;
-#   - the wheel must be manylinux_2_28 or older (build_wheel.sh checks it with auditwheel).
+#   - the wheel must be manylinux_2_28 or older (build_wheel.sh checks it with auditwheel);
+#     its venv also gets the servers of the test extra and runs tests/test_servers.py.
 # Usage: tests/packaging/run.sh [WORK_DIR]   (default build-ci-packaging; the wheel's zig and
 #        its cache stay in WORK_DIR/wheel between runs). PYTHON (default python3): the
 #        interpreter for both, a pyenv or python.org build (see build_wheel.sh).
@@ -41,6 +42,12 @@ cp -r "$root/bindings/python/tests" "$root/bindings/python/examples" "$outside/"
 # pytest would take the repository's pyproject.toml as its config only from inside the tree;
 # out here it needs the plugin switches that config holds.
 printf '[pytest]\naddopts = -p no:asyncio -p no:anyio\n' >"$outside/tests/pytest.ini"
+pins=$("$py" - "$root/pyproject.toml" <<'EOF'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    print(" ".join(tomllib.load(f)["project"]["optional-dependencies"]["test"]))
+EOF
+)
 
 # check VENV WHAT: a smoke run, then the tests, from outside the tree.
 check() {
@@ -55,6 +62,9 @@ print("=== packaging:", evloop.run(asyncio.sleep(0, "ok")), "backends", evloop.b
         "test_bench.py::test_example_worker_pool_runs"
         "test_bench.py::test_example_drive_from_asyncio_runs"
         "test_bench.py::test_example_experiment_runs")
+    if [ "$what" = wheel ]; then
+        tests+=(test_servers.py)
+    fi
     (cd "$outside/tests" && timeout 600 "$vpy" -m pytest -q -p no:cacheprovider -rs "${tests[@]}") ||
         fail "$what: the tests failed against the installed package"
 }
@@ -110,6 +120,8 @@ wheel=$(ls "$work"/wheel/wheelhouse/pyevloop-*manylinux*.whl)
 # the wheel alone, with no index: nothing of it may need building
 "$outside/wheel/bin/pip" install -q --disable-pip-version-check --no-index "$wheel" ||
     fail "pip install $wheel failed"
+# shellcheck disable=SC2086 # the pins are words
+"$outside/wheel/bin/pip" install -q --disable-pip-version-check $pins
 check "$outside/wheel" wheel
 echo "=== packaging: passed in $((SECONDS - start)) s (sdist $(basename "$sdist")," \
     "wheel $(basename "$wheel"))"
