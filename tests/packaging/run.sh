@@ -38,10 +38,15 @@ mkdir -p "$work"
 # The venvs and the copies of the tests live outside the repository, and go at the end.
 outside=$(mktemp -d "${TMPDIR:-/tmp}/evloop-packaging.XXXXXX")
 trap 'rm -rf "$outside"' EXIT
-cp -r "$root/bindings/python/tests" "$root/bindings/python/examples" "$outside/"
+# The tests and examples where they sit in the repository, with the C header some tests read
+# (include/evloop.h), and never the package's sources (bindings/python/evloop).
+copy=$outside/copy
+mkdir -p "$copy/bindings/python"
+cp -r "$root/bindings/python/tests" "$root/bindings/python/examples" "$copy/bindings/python/"
+cp -r "$root/include" "$copy/"
 # pytest would take the repository's pyproject.toml as its config only from inside the tree;
 # out here it needs the plugin switches that config holds.
-printf '[pytest]\naddopts = -p no:asyncio -p no:anyio\n' >"$outside/tests/pytest.ini"
+printf '[pytest]\naddopts = -p no:asyncio -p no:anyio\n' >"$copy/bindings/python/tests/pytest.ini"
 pins=$("$py" - "$root/pyproject.toml" <<'EOF'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
@@ -65,7 +70,7 @@ print("=== packaging:", evloop.run(asyncio.sleep(0, "ok")), "backends", evloop.b
     if [ "$what" = wheel ]; then
         tests+=(test_servers.py)
     fi
-    (cd "$outside/tests" && timeout 600 "$vpy" -m pytest -q -p no:cacheprovider -rs "${tests[@]}") ||
+    (cd "$copy/bindings/python/tests" && timeout 600 "$vpy" -m pytest -q -p no:cacheprovider -rs "${tests[@]}") ||
         fail "$what: the tests failed against the installed package"
 }
 
