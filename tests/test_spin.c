@@ -207,13 +207,15 @@ static void test_a_loop_beside_a_pool_that_fills_the_cpus_does_not_spin(void **s
      * while the last items run out (a thread idle, its CPU free). A loop that spun for each
      * reply made about n. */
     assert_true(st.spin_hits + st.spin_misses <= (uint64_t)n / 10);
-    /* Nor does it sleep for each reply: it dozes, a sleep with a bound that replies do not
-     * end, and takes them in batches. A loop woken by each reply slept about n times. */
+    /* Nor is it woken for each reply: it dozes, a sleep with a bound that replies do not
+     * end, and takes them in batches. A loop woken by each reply made about n sleeps, each
+     * ended by a pool thread's wake; how many dozes there are follows the wall time (a
+     * loaded machine stretches it), so the wakes are what is counted. */
     struct evloop_work_stats ws;
     assert_rc(evloop_work_stats(loop, &ws), 0);
-    print_message("# %llu dozes\n", (unsigned long long)ws.loop_dozes);
-    assert_true(ws.loop_dozes > 0);
-    assert_true(st.futex_sleeps + st.poller_sleeps <= (uint64_t)n / 4);
+    print_message("# %llu dozes, %llu wakes\n", (unsigned long long)ws.loop_dozes,
+                  (unsigned long long)(st.futex_wakes + st.poller_wakes));
+    assert_true(st.futex_wakes + st.poller_wakes <= (uint64_t)n / 4);
     test_loop_free(loop);
 }
 
