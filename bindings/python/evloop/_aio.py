@@ -68,7 +68,7 @@ from typing import Any, Callable, Coroutine, Dict, Iterator, List, Optional, Tup
 from asyncio import base_events, constants, events, format_helpers, futures, trsock
 
 from ._common import Error
-from . import _arena, _asyncio_core
+from . import _asyncio_core, _common
 from ._executor import _PoolExecutor
 from ._loop import _module
 
@@ -78,11 +78,11 @@ _T = TypeVar("_T")
 
 _EV_READ = selectors.EVENT_READ
 _EV_WRITE = selectors.EVENT_WRITE
-_C_READ = _arena.READABLE
-_C_WRITE = _arena.WRITABLE
+_C_READ = _common.READABLE
+_C_WRITE = _common.WRITABLE
 # As the stdlib's epoll selector reads them: hang-up and error wake both directions.
-_C_ANY_READ = _arena.READABLE | _arena.HANGUP | _arena.ERROR
-_C_ANY_WRITE = _arena.WRITABLE | _arena.HANGUP | _arena.ERROR
+_C_ANY_READ = _common.READABLE | _common.HANGUP | _common.ERROR
+_C_ANY_WRITE = _common.WRITABLE | _common.HANGUP | _common.ERROR
 _INT_MAX = 2**31 - 1
 
 

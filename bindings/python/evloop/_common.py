@@ -1,5 +1,5 @@
-"""What both extension modules share: the exception classes, the state enum and the
-default exception handler. Imported by evloop._arena and evloop._chunk at their import,
+"""What both extension modules share: the fd event bits, the exception classes, the state
+enum and the default exception handler. Imported by evloop._arena and evloop._chunk at their import,
 so an error raised by either variant is the same Python class."""
 
 from __future__ import annotations
@@ -8,6 +8,14 @@ import enum
 import sys
 import traceback
 from typing import Any
+
+
+# The fd event bits of include/evloop.h, the same in either variant (tests/test_stubs.py
+# checks them against both modules): the asyncio loop reads them here, from no variant.
+READABLE = 1
+WRITABLE = 2
+HANGUP = 4
+ERROR = 8
 
 
 class Error(OSError):

@@ -70,3 +70,12 @@ def test_each_stub_names_exactly_what_its_module_exports(mod):
         stub_members = {k for k in classes[name] if _api(k)}
         assert sorted(members - stub_members) == [], f"{name}: missing from the stub"
         assert sorted(stub_members - members) == [], f"{name}: in the stub, not in the type"
+
+
+@pytest.mark.parametrize("mod", [_arena, _chunk], ids=lambda m: m.__name__.rsplit(".", 1)[1])
+def test_the_shared_event_bits_are_each_variants(mod):
+    # evloop/_common.py keeps the fd event bits for the code that uses no variant (the
+    # asyncio loop): they must be the C header's, as each variant module exports them.
+    from evloop import _common
+    for name in ("READABLE", "WRITABLE", "HANGUP", "ERROR"):
+        assert getattr(_common, name) == getattr(mod, name), name
