@@ -125,6 +125,23 @@ struct Heap {
     uint64_t seq;
 };
 
+// The default executor's state in each loop, executor.cpp's (the other files read in_flight,
+// done and poll_thread, and the type's slots visit idle): the items whose done callback ran
+// inside the last poll, waiting for the iteration to settle their futures (a list of the loop
+// thread's, filled without the GIL); how many are accepted and not settled yet; the events to
+// set when that reaches 0 (shutdown(wait=True) from other threads); the thread polling now, 0
+// when none (the GIL is released inside: no other thread may submit then). Calls the pool
+// threads have run (written by them, atomically); the waits left to go without a spin for
+// them, and how many the last spin that found nothing left (executor.cpp's work_spin).
+struct Executor {
+    struct WorkItem *done, *done_tail;
+    Py_ssize_t in_flight;
+    uint64_t ran, spins, spin_hits;
+    unsigned spin_skips, spin_backoff;
+    PyObject *idle; // a list of the events _evloop_work_idle was given, or nullptr
+    unsigned long poll_thread;
+};
+
 struct Core {
     PyObject_HEAD
     Ring ready;
@@ -157,29 +174,16 @@ struct Core {
     // CLOCK_MONOTONIC in ns at the last zero-timeout poll of run_forever's C loop (0 when
     // the last poll was another kind): see may_skip_poll().
     int64_t last_poll_ns;
-    // The default executor's items (executor.cpp): those whose done callback ran inside the
-    // last poll, waiting for the iteration to settle their futures (a list of the loop thread's,
-    // filled without the GIL); how many are accepted and not settled yet; what to set when
-    // that reaches 0 (a shutdown(wait=True) from another thread); the thread polling now, 0
-    // when none (the GIL is released inside: no other thread may submit then).
-    struct WorkItem *work_done, *work_done_tail;
-    Py_ssize_t work_in_flight;
-    // Calls the pool threads have run (written by them, atomically); the waits left to go
-    // without a spin for them, and how many the last spin that found nothing left: see
-    // executor.cpp's work_spin.
-    uint64_t work_ran, work_spins, work_spin_hits;
-    unsigned work_spin_skips, work_spin_backoff;
-    PyObject *work_idle; // a list of the events _evloop_work_idle was given, or nullptr
-    unsigned long poll_thread;
+    Executor work; // the default executor's state: executor.cpp's
 };
 
 extern PyTypeObject *g_core_type; // _AioCore, a heap type
 
-// Core::poll_thread is written with the GIL by the thread that polls, and read without it by
+// Core::work.poll_thread is written with the GIL by the thread that polls, and read without it by
 // the pool threads of the default executor (executor.cpp's GIL spin): atomic stores.
 inline void set_poll_thread(Core *self, unsigned long id)
 {
-    __atomic_store_n(&self->poll_thread, id, __ATOMIC_RELEASE);
+    __atomic_store_n(&self->work.poll_thread, id, __ATOMIC_RELEASE);
 }
 
 // What the core's files lend the others (each explained at its body).
@@ -251,7 +255,7 @@ PyObject *stream_init(PyObject *self, PyObject *const *args, Py_ssize_t n, PyObj
 
 // ---------------------------------------------------------------- executor.cpp
 
-// Settles the futures of the items the last poll completed (Core::work_done): 0, or -1 with
+// Settles the futures of the items the last poll completed (Core::work.done): 0, or -1 with
 // an exception set (the rest stay queued for the next call).
 int work_settle(Core *self);
 

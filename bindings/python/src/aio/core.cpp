@@ -475,13 +475,13 @@ int poll_io(Core *self, int64_t timeout_ns)
     PyObject *me = reinterpret_cast<PyObject *>(self);
     PyObject *events;
     if (self->selector && self->selector_attr == self->selector) {
-        if (timeout_ns != 0 && self->work_in_flight)
+        if (timeout_ns != 0 && self->work.in_flight)
             work_spin(self);
         // the GIL is released inside: no other thread submits work meanwhile
         set_poll_thread(self, PyThread_get_thread_ident());
         int r = self->ops->poll(self->raw, timeout_ns);
         set_poll_thread(self, 0);
-        if (r < 0 || (self->work_done && work_settle(self) < 0))
+        if (r < 0 || (self->work.done && work_settle(self) < 0))
             return -1;
         IoReady *io = self->ops->io_ready(self->raw);
         // A Python signal handler (Ctrl-C) raises here, as from the stdlib's select().

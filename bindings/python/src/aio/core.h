@@ -9,8 +9,6 @@
 
 namespace aio {
 
-extern PyTypeObject *g_core_type; // _AioCore, a heap type (core_type.cpp makes it)
-
 // ---------------------------------------------------------------- the ready ring (queues.cpp)
 
 int ring_grow(Ring *r);

@@ -286,7 +286,7 @@ int core_traverse(PyObject *me, visitproc visit, void *arg)
     Py_VISIT(self->selector);
     Py_VISIT(self->selector_attr);
     Py_VISIT(self->sel_keys);
-    Py_VISIT(self->work_idle);
+    Py_VISIT(self->work.idle);
     return 0;
 }
 
@@ -302,7 +302,7 @@ int core_clear(PyObject *me)
     Py_CLEAR(self->selector);
     Py_CLEAR(self->selector_attr);
     Py_CLEAR(self->sel_keys);
-    Py_CLEAR(self->work_idle);
+    Py_CLEAR(self->work.idle);
     Py_CLEAR(self->raw); // after the handles: the RawLoop is freed by the selector's close()
     return 0;
 }

@@ -115,11 +115,11 @@ inline void cpu_relax()
 
 void wait_for_poll(Core *core)
 {
-    if (!g_multi_cpu || __atomic_load_n(&core->poll_thread, __ATOMIC_ACQUIRE) ||
+    if (!g_multi_cpu || __atomic_load_n(&core->work.poll_thread, __ATOMIC_ACQUIRE) ||
         g_gil_spinner.exchange(true, std::memory_order_acquire))
         return;
     int64_t end = monotonic_ns() + kGilSpinNs;
-    for (unsigned i = 1; !__atomic_load_n(&core->poll_thread, __ATOMIC_ACQUIRE); i++) {
+    for (unsigned i = 1; !__atomic_load_n(&core->work.poll_thread, __ATOMIC_ACQUIRE); i++) {
         cpu_relax();
         if (i % 64 == 0 && monotonic_ns() > end)
             break;
@@ -174,7 +174,7 @@ void work_run(void *arg)
     Core *core = it->core;
     PyEval_SaveThread();
     // For the loop's spin (work_spin): the item's reply follows as this returns.
-    __atomic_add_fetch(&core->work_ran, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&core->work.ran, 1, __ATOMIC_RELEASE);
 }
 
 // The done callback, on the loop thread inside evloop_run_once (the GIL held or not): queues
@@ -186,11 +186,11 @@ void work_done(void *arg, int status)
     it->status = status;
     it->finished = true;
     it->next = nullptr;
-    if (core->work_done_tail)
-        core->work_done_tail->next = it;
+    if (core->work.done_tail)
+        core->work.done_tail->next = it;
     else
-        core->work_done = it;
-    core->work_done_tail = it;
+        core->work.done = it;
+    core->work.done_tail = it;
 }
 
 // ---------------------------------------------------------------- the loop thread's side
@@ -213,20 +213,20 @@ constexpr unsigned kLoopSpinSkipsMax = 1024;
 
 void work_spin(Core *self)
 {
-    if (!g_multi_cpu || self->work_in_flight <= 0)
+    if (!g_multi_cpu || self->work.in_flight <= 0)
         return;
-    if (self->work_spin_skips) {
-        self->work_spin_skips--;
+    if (self->work.spin_skips) {
+        self->work.spin_skips--;
         return;
     }
-    uint64_t seen = __atomic_load_n(&self->work_ran, __ATOMIC_ACQUIRE);
+    uint64_t seen = __atomic_load_n(&self->work.ran, __ATOMIC_ACQUIRE);
     bool hit = false;
-    self->work_spins++;
+    self->work.spins++;
     set_poll_thread(self, PyThread_get_thread_ident());
     Py_BEGIN_ALLOW_THREADS
     int64_t end = monotonic_ns() + kLoopSpinNs;
     for (unsigned i = 1;; i++) {
-        if (__atomic_load_n(&self->work_ran, __ATOMIC_ACQUIRE) != seen) {
+        if (__atomic_load_n(&self->work.ran, __ATOMIC_ACQUIRE) != seen) {
             hit = true;
             break;
         }
@@ -237,13 +237,13 @@ void work_spin(Core *self)
     Py_END_ALLOW_THREADS
     set_poll_thread(self, 0);
     if (hit) {
-        self->work_spin_hits++;
-        self->work_spin_backoff = 0;
+        self->work.spin_hits++;
+        self->work.spin_backoff = 0;
         return;
     }
-    unsigned b = self->work_spin_backoff ? self->work_spin_backoff * 2 : 8;
-    self->work_spin_backoff = b < kLoopSpinSkipsMax ? b : kLoopSpinSkipsMax;
-    self->work_spin_skips = self->work_spin_backoff;
+    unsigned b = self->work.spin_backoff ? self->work.spin_backoff * 2 : 8;
+    self->work.spin_backoff = b < kLoopSpinSkipsMax ? b : kLoopSpinSkipsMax;
+    self->work.spin_skips = self->work.spin_backoff;
 }
 
 namespace {
@@ -255,8 +255,8 @@ bool may_submit(Core *self)
     if (!self->raw)
         return false;
     unsigned long me = PyThread_get_thread_ident();
-    if (self->poll_thread) // a callback of the poll's, or another thread while it polls
-        return self->poll_thread == me;
+    if (self->work.poll_thread) // a callback of the poll's, or another thread while it polls
+        return self->work.poll_thread == me;
     return !self->has_thread || self->thread_id == me;
 }
 
@@ -289,7 +289,7 @@ int submit(Core *self, WorkItem *it)
         PyErr_SetFromErrno(r == -ESHUTDOWN ? PyExc_RuntimeError : PyExc_OSError);
         return -1;
     }
-    self->work_in_flight++;
+    self->work.in_flight++;
     return 0;
 }
 
@@ -433,10 +433,10 @@ int settle_one(Core *self, WorkItem *it)
 // Sets every event that _evloop_work_idle was given, once no accepted item is left.
 int idle_reached(Core *self)
 {
-    if (self->work_in_flight || !self->work_idle)
+    if (self->work.in_flight || !self->work.idle)
         return 0;
-    PyObject *events = self->work_idle;
-    self->work_idle = nullptr;
+    PyObject *events = self->work.idle;
+    self->work.idle = nullptr;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(events); i++) {
         PyObject *r = PyObject_CallMethodNoArgs(PyList_GET_ITEM(events, i), s_set);
         if (r)
@@ -452,11 +452,11 @@ int idle_reached(Core *self)
 
 int work_settle(Core *self)
 {
-    while (WorkItem *it = self->work_done) {
-        self->work_done = it->next;
-        if (!self->work_done)
-            self->work_done_tail = nullptr;
-        self->work_in_flight--;
+    while (WorkItem *it = self->work.done) {
+        self->work.done = it->next;
+        if (!self->work.done)
+            self->work.done_tail = nullptr;
+        self->work.in_flight--;
         PyObject_GC_Track(it);
         int r = it->concurrent ? 0 : settle_one(self, it);
         if (it->concurrent && it->no_state) {
@@ -490,13 +490,13 @@ PyObject *work_drain(PyObject *me, PyObject *)
     Core *self = reinterpret_cast<Core *>(me);
     if (t_item_core == self)
         Py_RETURN_NONE;
-    if (!self->raw || (self->work_in_flight && !may_submit(self)))
+    if (!self->raw || (self->work.in_flight && !may_submit(self)))
         Py_RETURN_FALSE;
-    if (self->work_done && work_settle(self) < 0)
+    if (self->work.done && work_settle(self) < 0)
         return nullptr;
-    while (self->work_in_flight) {
+    while (self->work.in_flight) {
         set_poll_thread(self, PyThread_get_thread_ident());
-        int r = self->ops->poll(self->raw, self->work_done ? 0 : -1);
+        int r = self->ops->poll(self->raw, self->work.done ? 0 : -1);
         set_poll_thread(self, 0);
         if (r < 0 || work_settle(self) < 0)
             return nullptr;
@@ -510,11 +510,11 @@ PyObject *work_drain(PyObject *me, PyObject *)
 PyObject *work_idle(PyObject *me, PyObject *ev)
 {
     Core *self = reinterpret_cast<Core *>(me);
-    if (!self->work_in_flight)
+    if (!self->work.in_flight)
         Py_RETURN_FALSE;
-    if (!self->work_idle && !(self->work_idle = PyList_New(0)))
+    if (!self->work.idle && !(self->work.idle = PyList_New(0)))
         return nullptr;
-    if (PyList_Append(self->work_idle, ev) < 0)
+    if (PyList_Append(self->work.idle, ev) < 0)
         return nullptr;
     Py_RETURN_TRUE;
 }
@@ -523,8 +523,8 @@ PyObject *work_idle(PyObject *me, PyObject *ev)
 PyObject *work_spins(PyObject *me, PyObject *)
 {
     Core *self = reinterpret_cast<Core *>(me);
-    return Py_BuildValue("(KK)", (unsigned long long)self->work_spins,
-                         (unsigned long long)self->work_spin_hits);
+    return Py_BuildValue("(KK)", (unsigned long long)self->work.spins,
+                         (unsigned long long)self->work.spin_hits);
 }
 
 // loop._evloop_work_threads(n): the pool's size, before its first item (evloop_work_configure
