@@ -360,9 +360,11 @@ bool evloop__work_leaves_room(evloop *loop)
     struct evloop__work_pool *p = atomic_load_explicit(&loop->work, memory_order_relaxed);
     if (!p || !p->started)
         return true;
-    unsigned busy = atomic_load_explicit(&p->awake, memory_order_relaxed) -
-                    atomic_load_explicit(&p->spinning, memory_order_relaxed);
-    return evloop__spin_room(busy, p->shared_cpus);
+    /* Two relaxed reads: a thread that woke and began to spin between them may show in
+     * spinning and not yet in awake. */
+    unsigned awake = atomic_load_explicit(&p->awake, memory_order_relaxed);
+    unsigned spinning = atomic_load_explicit(&p->spinning, memory_order_relaxed);
+    return evloop__spin_room(awake > spinning ? awake - spinning : 0, p->shared_cpus);
 }
 
 /* After the loop published n items: wakes up to n sleeping pool threads, less one for each
