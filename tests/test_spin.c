@@ -177,22 +177,37 @@ static void count_done(void *arg, int status)
     atomic_fetch_add((test_counter *)arg, 1);
 }
 
-static void test_a_loop_beside_a_pool_that_fills_the_cpus_does_not_spin(void **state)
+/* The CPUs this thread may run on, or 0 where a pool of one thread per CPU cannot fill
+ * them in these tests (one CPU: the loop never spins; over 64: the items take too long). */
+static int pool_test_cpus(void)
 {
-    (void)state;
     cpu_set_t set;
     assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
     int cpus = CPU_COUNT(&set);
-    if (cpus < 2 || cpus > 64)
-        skip(); /* one CPU: the loop never spins at all; many: the items take too long */
+    return cpus < 2 || cpus > 64 ? 0 : cpus;
+}
+
+/* A loop configured with a pool of one thread per CPU, which with items queued stays awake. */
+static evloop *loop_with_a_full_pool(int cpus, bool auto_exit)
+{
     evloop_config cfg;
     evloop_config_init(&cfg);
-    cfg.auto_exit = true;
+    cfg.auto_exit = auto_exit;
     evloop *loop = test_loop_new(&cfg); /* adaptive spin: the default */
     struct evloop_work_config wc;
     evloop_work_config_init(&wc);
-    wc.threads = (unsigned)cpus; /* one per CPU: with the items queued, each stays awake */
+    wc.threads = (unsigned)cpus;
     assert_rc(evloop_work_configure(loop, &wc), 0);
+    return loop;
+}
+
+static void test_a_loop_beside_a_pool_that_fills_the_cpus_does_not_spin(void **state)
+{
+    (void)state;
+    int cpus = pool_test_cpus();
+    if (!cpus)
+        skip();
+    evloop *loop = loop_with_a_full_pool(cpus, true);
     int n = 100 * cpus;
     test_counter done = 0;
     for (int i = 0; i < n; i++)
@@ -240,16 +255,10 @@ static void submit_burners(void *arg)
 static void test_a_dozing_loop_is_woken_by_a_submit(void **state)
 {
     (void)state;
-    cpu_set_t set;
-    assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
-    int cpus = CPU_COUNT(&set);
-    if (cpus < 2 || cpus > 64)
+    int cpus = pool_test_cpus();
+    if (!cpus)
         skip();
-    evloop *loop = test_loop_new(NULL);
-    struct evloop_work_config wc;
-    evloop_work_config_init(&wc);
-    wc.threads = (unsigned)cpus;
-    assert_rc(evloop_work_configure(loop, &wc), 0);
+    evloop *loop = loop_with_a_full_pool(cpus, false);
     struct test_runner r;
     test_runner_start(&r, loop);
     int n = 250 * cpus; /* about 50 ms of items, one thread per CPU */
