@@ -9,7 +9,8 @@
  *   work_pool evloop|libuv tput [N]     (N items, default 1000000)
  *   work_pool evloop|libuv cpu [N]      (N items of about 20 us of arithmetic each, default
  *                                        20000, all submitted at once: the wall time, the
- *                                        process's CPU time and the items' own CPU time)
+ *                                        process's CPU time and the items' own CPU time, and
+ *                                        p50/p99 of the time from an item's end to its done)
  * A benchmark never asserts: a failed call prints an error and exits 1. */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ static uint64_t now_ns(void)
 static long g_spins;
 static _Atomic uint64_t g_item_cpu;
 static uint64_t g_loop_cpu; /* the loop thread's CPU time in the run */
+static uint64_t *g_ended;   /* cpu mode: when each item's work ended (clock ns) */
 
 static uint64_t arithmetic(long rounds)
 {
@@ -50,12 +52,14 @@ static uint64_t arithmetic(long rounds)
     return x;
 }
 
-static void cpu_item_work(void)
+static void cpu_item_work(long i)
 {
     uint64_t t0 = clock_of(CLOCK_THREAD_CPUTIME_ID);
     arithmetic(g_spins);
     g_item_cpu += clock_of(CLOCK_THREAD_CPUTIME_ID) - t0;
+    g_ended[i] = now_ns(); /* the done callback, on the loop thread, reads it after the reply */
 }
+
 
 static void calibrate(void)
 {
@@ -77,6 +81,12 @@ static uint64_t *g_lat, g_t0, g_sent_at;
 static unsigned g_threads;
 static int64_t g_spin_ns = -2; /* -s: evloop's spin_ns; -2: the default */
 
+/* cpu mode, in a done callback: how long item i's reply waited for it. */
+static void note_done(long i)
+{
+    g_lat[g_done] = now_ns() - g_ended[i];
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -92,10 +102,13 @@ static void die(const char *what, int r)
 static void report(const char *sys, const char *mode, uint64_t elapsed, uint64_t cpu)
 {
     if (strcmp(mode, "cpu") == 0) {
+        qsort(g_lat, (size_t)g_n, sizeof(*g_lat), cmp_u64);
         printf("{\"system\":\"%s\",\"mode\":\"cpu\",\"n\":%ld,\"threads\":%u,\"ns\":%llu,"
-               "\"cpu_per_item_ns\":%.0f,\"item_cpu_ns\":%.0f,\"loop_cpu_per_item_ns\":%.0f}\n",
+               "\"cpu_per_item_ns\":%.0f,\"item_cpu_ns\":%.0f,\"loop_cpu_per_item_ns\":%.0f,"
+               "\"done_p50_ns\":%llu,\"done_p99_ns\":%llu}\n",
                sys, g_n, g_threads, (unsigned long long)elapsed, (double)cpu / (double)g_n,
-               (double)g_item_cpu / (double)g_n, (double)g_loop_cpu / (double)g_n);
+               (double)g_item_cpu / (double)g_n, (double)g_loop_cpu / (double)g_n,
+               (unsigned long long)g_lat[g_n / 2], (unsigned long long)g_lat[g_n * 99 / 100]);
     } else if (strcmp(mode, "rtt") == 0) {
         long m = g_n - WARMUP;
         qsort(g_lat + WARMUP, (size_t)m, sizeof(*g_lat), cmp_u64);
@@ -121,8 +134,7 @@ static void noop(void *arg)
 
 static void cpu_item(void *arg)
 {
-    (void)arg;
-    cpu_item_work();
+    cpu_item_work((long)(intptr_t)arg);
 }
 
 static void ev_rtt_done(void *arg, int status)
@@ -141,8 +153,9 @@ static void ev_rtt_done(void *arg, int status)
 
 static void ev_tput_done(void *arg, int status)
 {
-    (void)arg;
     (void)status;
+    if (g_ended)
+        note_done((long)(intptr_t)arg);
     g_done++;
 }
 
@@ -172,7 +185,7 @@ static uint64_t run_evloop(const char *mode)
     } else {
         evloop_cb work = strcmp(mode, "cpu") == 0 ? cpu_item : noop;
         for (long i = 0; i < g_n && r == 0; i++)
-            r = evloop_work_submit(g_loop, work, ev_tput_done, NULL, NULL);
+            r = evloop_work_submit(g_loop, work, ev_tput_done, (void *)(intptr_t)i, NULL);
     }
     if (r < 0)
         die("evloop_work_submit", r);
@@ -197,8 +210,7 @@ static void uv_noop(uv_work_t *req)
 
 static void uv_cpu_item(uv_work_t *req)
 {
-    (void)req;
-    cpu_item_work();
+    cpu_item_work((long)(req - g_reqs));
 }
 
 static void uv_rtt_done(uv_work_t *req, int status)
@@ -216,8 +228,9 @@ static void uv_rtt_done(uv_work_t *req, int status)
 
 static void uv_tput_done(uv_work_t *req, int status)
 {
-    (void)req;
     (void)status;
+    if (g_ended)
+        note_done((long)(req - g_reqs));
     g_done++;
 }
 
@@ -279,7 +292,8 @@ int main(int argc, char **argv)
         calibrate();
     if (rtt && g_n <= WARMUP)
         g_n = WARMUP + 1;
-    g_lat = rtt ? calloc((size_t)g_n, sizeof(*g_lat)) : NULL;
+    g_lat = rtt || cpu ? calloc((size_t)g_n, sizeof(*g_lat)) : NULL;
+    g_ended = cpu ? calloc((size_t)g_n, sizeof(*g_ended)) : NULL;
     uint64_t elapsed = 0, cpu0 = clock_of(CLOCK_PROCESS_CPUTIME_ID);
     if (strcmp(sys, "evloop") == 0)
         elapsed = run_evloop(mode);
@@ -291,5 +305,6 @@ int main(int argc, char **argv)
         die("items lost", (int)(g_n - g_done));
     report(sys, mode, elapsed, clock_of(CLOCK_PROCESS_CPUTIME_ID) - cpu0);
     free(g_lat);
+    free(g_ended);
     return 0;
 }

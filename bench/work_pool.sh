@@ -45,4 +45,6 @@ line("cpu items: wall", "ns", "cpu", "ms", 1e6)
 line("cpu items: CPU", "cpu_per_item_ns", "cpu", "us/item", 1e3)
 line("cpu items: own", "item_cpu_ns", "cpu", "us/item", 1e3)
 line("cpu items: loop", "loop_cpu_per_item_ns", "cpu", "us/item", 1e3)
+line("cpu items: done p50", "done_p50_ns", "cpu", "us", 1e3)
+line("cpu items: done p99", "done_p99_ns", "cpu", "us", 1e3)
 PY
