@@ -43,7 +43,7 @@
 #define SPIN_START_NS 20000
 #define SPIN_CAP_NS 100000 /* the adaptive window never grows past it, as the loop's */
 #define PUSH_RETRY_NS 1000000        /* a reply that found no memory is tried again after */
-#define DOZE_MAX_NS 1000000 /* the longest a reply waits for a dozing loop */
+#define DOZE_MAX_NS 200000  /* the longest a reply waits for a dozing loop */
 #define DOZE_MIN_NS 20000   /* a shorter doze would save less than the sleep costs */
 
 enum { QUEUED = 0, RUNNING = 1, FINISHED = 2, CANCELLED = 3 };

@@ -35,7 +35,7 @@ bool evloop__work_leaves_room(evloop *loop);
 /* Loop thread, about to sleep with timeout_ns (-1: none): the timeout to sleep with. While
  * the pool threads with work fill the CPUs (evloop__work_leaves_room false) and enough
  * items are queued to keep them busy, the loop dozes: it sleeps at most as long as half the
- * queued items take at the recent pace of replies (never over 1 ms, never under 20 us), and
+ * queued items take at the recent pace of replies (never over 200 us, never under 20 us), and
  * no reply wakes it meanwhile; anything else still does. Where it would not doze, or the
  * timeout comes first, returns timeout_ns unchanged. */
 int64_t evloop__work_doze(evloop *loop, int64_t timeout_ns);
