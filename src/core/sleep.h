@@ -24,6 +24,9 @@
  *                           |            | word; only the thread whose exchange flips a
  *                           |            | SLEEP_* value to AWAKE makes the wake call (and
  *                           |            | is told so: arena lanes learn from it)
+ *   evloop__sleep_notify_   | any        | notify, skipped while a flag read after the
+ *   unless                  |            | light barrier says the loop's sleep has a bound
+ *                           |            | and it looks by itself after (the pool's doze)
  *   evloop__sleep_kick      | any        | bumps the epoch (a timer or fd changed), notify
  *   evloop__sleep_wake_word | backends   | the word branch of notify (io_uring's re-arm)
  *   evloop__sleep_announce  | loop       | stores SLEEP_*, then a full fence and, if a
