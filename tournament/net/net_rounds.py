@@ -33,13 +33,12 @@ def run_one(build, system, case, duration, port, pins, wrk):
     """Runs one system on one case (family, connections, message size); returns a dict of its
     figures, with "error" when something failed: then "failures" has what wrk counted, and the
     figures the client printed are kept aside under "discarded", never under their names."""
-    binary, args, prefix = launch(system, pins)
+    command, prefix = launch(build, system, pins)
     echo = case["family"] == "echo"
     run = dict(case, system=system)
     busy0, kids0, self0 = cpu_busy_seconds(), children_cpu(), self_cpu()
     started = time.monotonic()
-    srv = Server(os.path.join(build, binary), args + (["--echo"] if echo else []), port,
-                 prefix)
+    srv = Server(command + (["--echo"] if echo else []), port, prefix)
     if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         run["error"] = f"did not start (exit {rc}): {err.strip()[-300:]}"

@@ -59,9 +59,9 @@ def cpu_of(ru):
 class Server:
     """One server process: started pinned, "ready" awaited, stopped with SIGTERM."""
 
-    def __init__(self, binary, args, port, prefix):
+    def __init__(self, command, port, prefix):
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(prefix + [binary, "--port", str(port)] + args,
+        self.proc = subprocess.Popen(prefix + command + ["--port", str(port)],
                                      stdout=subprocess.PIPE, stderr=self.err, text=True)
         self.port = None
         self.ready = self._wait_ready(10.0)
@@ -106,8 +106,8 @@ def check_server(build, system, port, pins):
     """Before measuring: a server must answer pipelined requests split at odd places, and
     a request cut in two only once whole. Returns None or what went wrong."""
     import socket
-    binary, args, prefix = launch(system, pins)
-    srv = Server(os.path.join(build, binary), args, port, prefix)
+    command, prefix = launch(build, system, pins)
+    srv = Server(command, port, prefix)
     if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         return f"did not start (exit {rc}): {err.strip()[-300:]}"
@@ -153,13 +153,15 @@ CLOSE_CHECK_WORK_US = 20000
 CLOSE_CHECK_CONNS = 16
 
 
-def launch(system, pins, work_us=None):
-    """(binary, arguments, command prefix) that start system's server."""
+def launch(build, system, pins, work_us=None):
+    """(command, command prefix) that start system's server; the server takes "--port N"
+    after the command."""
     binary, args, _ = SYSTEMS[system]
+    command = [os.path.join(build, binary)] + args
     if not is_offload(system):
-        return binary, args, pins[0]
+        return command, pins[0]
     work = OFFLOAD["work_us"] if work_us is None else work_us
-    return (binary, args + ["--workers", str(OFFLOAD["workers"]), "--work-us", str(work)] +
+    return (command + ["--workers", str(OFFLOAD["workers"]), "--work-us", str(work)] +
             offload_placement(pins), [])
 
 
@@ -171,8 +173,8 @@ def check_offload_close(build, system, port, pins):
     requests of a connection when it frees it). Returns None or what went wrong."""
     import socket
     import struct
-    binary, args, prefix = launch(system, pins, CLOSE_CHECK_WORK_US)
-    srv = Server(os.path.join(build, binary), args, port, prefix)
+    command, prefix = launch(build, system, pins, CLOSE_CHECK_WORK_US)
+    srv = Server(command, port, prefix)
     if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         return f"did not start (exit {rc}): {err.strip()[-300:]}"
