@@ -12,7 +12,7 @@ from net_systems import ECHO_CLIENT
 WRK_ERRORS = ("connect", "read", "write", "timeout")  # wrk's "Socket errors" line, in order
 
 
-FIGURES = ("rps", "p50_us", "p99_us")  # what a failed run never reports
+FIGURES = ("rps", "p50_us", "p99_us", "cpu_us_per_req")  # what a failed run never reports
 
 
 UNIT = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
@@ -76,8 +76,12 @@ def client_command(build, case, duration, port, wrk):
     if case["family"] == "echo":
         return [os.path.join(build, ECHO_CLIENT), "--port", str(port), "--conns",
                 str(case["conns"]), "--size", str(case["size"]), "--duration", str(duration)]
+    # Connection: close (the pyserver family's close mode): the server closes each connection
+    # after its response, and wrk opens a new one for the next request.
+    close = ["-H", "Connection: close"] if case.get("close") else []
     return ["wrk", f"-t{wrk['threads']}", f"-c{case['conns']}", f"-d{duration}s",
-            "--timeout", f"{wrk['timeout']}s", "--latency", f"http://127.0.0.1:{port}/"]
+            "--timeout", f"{wrk['timeout']}s", "--latency"] + close + \
+        [f"http://127.0.0.1:{port}/"]
 
 
 def wrk_version():

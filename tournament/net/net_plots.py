@@ -1,9 +1,10 @@
-"""The network family's plots (plots/net.png, plots/net_offload.png) when matplotlib is
-importable; without it, none and a note."""
+"""The network family's plots (plots/net.png, plots/net_offload.png, plots/net_pyservers.png)
+when matplotlib is importable; without it, none and a note."""
 
 import os
 import sys
 
+from net_pyservers import PY_LOOPS, PY_SERVERS
 from net_report import echo_keys, echo_label
 from net_systems import SYSTEMS
 
@@ -124,3 +125,56 @@ def make_offload_plot(summary, outdir):
           f"per request, {meta['rounds']} rounds x {meta['duration']} s"),
          os.path.join(outdir, "plots", "net_offload.png"))
     return "plots/net_offload.png"
+
+
+def make_py_plot(summary, outdir):
+    """plots/net_pyservers.png: per server and case, req/s (median, min-max) and the server's
+    CPU per request, one bar per loop; its path relative to outdir, or None."""
+    cells, meta = summary.get("py_cells") or {}, summary["meta"]
+    keys = (meta.get("pyserver") or {}).get("keys") or []
+    groups = [(server, key) for key in keys for server in PY_SERVERS
+              if any(f"{server}/{loop}" in cells for loop in PY_LOOPS)]
+    if not groups:
+        return None
+    plt = import_pyplot()
+    if not plt:
+        return None
+    os.makedirs(os.path.join(outdir, "plots"), exist_ok=True)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(8, 1.6 * len(groups)), 8))
+    width = 0.8 / len(PY_LOOPS)
+    palette = plt.get_cmap("tab10")
+    for i, loop in enumerate(PY_LOOPS):
+        xs, rps, lo, hi, cpu = [], [], [], [], []
+        for g, (server, key) in enumerate(groups):
+            st = cells.get(f"{server}/{loop}", {}).get(key, {})
+            x = g + i * width
+            if st.get("failed"):
+                for ax in (ax1, ax2):
+                    ax.text(x, 0.01, "failed", transform=ax.get_xaxis_transform(),
+                            rotation=90, ha="center", va="bottom", fontsize=7,
+                            color=palette(i))
+                continue
+            if not st.get("rps"):
+                continue
+            r = st["rps"]
+            xs.append(x)
+            rps.append(r["median"])
+            lo.append(r["median"] - r["min"])
+            hi.append(r["max"] - r["median"])
+            cpu.append(st["cpu_us_per_req"]["median"] if st.get("cpu_us_per_req") else 0)
+        ax1.bar(xs, rps, width, yerr=[lo, hi], capsize=2, color=palette(i), label=loop)
+        ax2.bar(xs, cpu, width, color=palette(i), label=loop)
+    labels = [f"{server}\n{key.replace('/', ', c=')}" for server, key in groups]
+    for ax in (ax1, ax2):
+        ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))])
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.legend(fontsize=8)
+    ax1.set_ylabel("requests per second\n(median, min-max bars)")
+    ax1.set_title("real Python servers on each asyncio loop, under wrk (higher is better)")
+    ax2.set_ylabel("server CPU per request, us\n(median)")
+    ax2.set_title("the server's CPU time per request while wrk ran (lower is better)")
+    fig.suptitle(f"pyserver family, {meta['rounds']} rounds x {meta['duration']} s")
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "plots", "net_pyservers.png"), dpi=110)
+    plt.close(fig)
+    return "plots/net_pyservers.png"

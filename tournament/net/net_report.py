@@ -5,6 +5,7 @@ import statistics
 
 from machine_load import BUSY
 from net_clients import fmt_failures, run_failures
+from net_pyservers import PY_BASELINE, PY_LOOPS, PY_SERVERS
 from net_summary import cell_failed, med, ratio, run_failed
 from net_systems import BASELINES, OFFLOAD_BASELINES, case_label
 
@@ -130,6 +131,7 @@ def section(summary, img_prefix="", level="##"):
     for s, why in sorted(meta.get("dead", {}).items()):
         md.append(f"- `{s}` did not run: {why}")
     md.append("")
+    c_cells = cells or summary.get("echo_cells") or summary.get("offload_cells")
     md.append("Every server shares `tournament/net/http_conn.c` (count requests ending at "
               "\"\\r\\n\\r\\n\", pipelining allowed; one canned 2xx response each). The "
               "readiness servers (evloop, libev) accept until EAGAIN, read until EAGAIN or a "
@@ -141,11 +143,14 @@ def section(summary, img_prefix="", level="##"):
               "p50 and p99 are medians of wrk's per-run percentiles; server CPU is the "
               "server's CPU time over the run's wall time (near 100%: the server is the "
               "bottleneck; lower: wrk, on its one CPU, is).")
+    if not c_cells:  # only the Python servers ran: the paragraph above is not about them
+        md = md[:-1]
     md.append("")
     if cells:
         md += http_tables(summary, img_prefix, level)
     md += echo_section(summary, img_prefix, level)
     md += offload_section(summary, img_prefix, level)
+    md += py_section(summary, img_prefix, level)
     errs = failed_runs(summary)
     if errs:
         md.append(f"{level}# Failed runs")
@@ -319,3 +324,110 @@ def offload_section(summary, img_prefix, level):
 def offload_headline(summary):
     return ratio_lines(summary.get("offload_cells") or {}, summary["meta"], OFFLOAD_BASELINES,
                        lambda s: f"  {s:28s} ")
+
+
+def fmt_spread(st, fmt):
+    """"12.3k-14.0k (±6%)" for a metric's stats."""
+    half = (st["max"] - st["min"]) / 2 / st["median"] * 100 if st["median"] else 0
+    return f"{fmt(st['min'])}-{fmt(st['max'])} (±{half:.0f}%)"
+
+
+def py_rows(cells, keys):
+    rows = []
+    for key in keys:
+        mode, conns = key.split("/")
+        for server in PY_SERVERS:
+            base = f"{server}/{PY_BASELINE}"
+            base_rps = med(cells, base, key, "rps")
+            base_cpu = med(cells, base, key, "cpu_us_per_req")
+            for loop in PY_LOOPS:
+                s = f"{server}/{loop}"
+                st = cells.get(s, {}).get(key)
+                if not st:
+                    continue
+                if st.get("failed"):
+                    rows.append([mode, conns, server, f"`{loop}`", "**failed**",
+                                 fmt_cell_failed(st["failed"])] + ["-"] * 6)
+                    continue
+                own = s == base
+                cpu = st.get("cpu_us_per_req")
+                rows.append([
+                    mode, conns, server, f"`{loop}`", fmt_rps(st["rps"]["median"]),
+                    fmt_spread(st["rps"], fmt_rps),
+                    fmt_us(st["p50_us"]["median"] if st.get("p50_us") else None),
+                    fmt_us(st["p99_us"]["median"] if st.get("p99_us") else None),
+                    f"{st['server_cpu_pct']['median']:.0f}%" if st.get("server_cpu_pct") else "-",
+                    (f"{cpu['median']:.1f} ({cpu['min']:.1f}-{cpu['max']:.1f})" if cpu else "-"),
+                    "" if own else (f"{fmt_x(ratio(st['rps']['median'], base_rps))} "
+                                    f"(of {fmt_rps(base_rps)})" if base_rps else "-"),
+                    "" if own else (f"{fmt_x(ratio(cpu['median'], base_cpu))} "
+                                    f"(of {base_cpu:.1f})" if cpu and base_cpu else "-")])
+    return rows
+
+
+def py_section(summary, img_prefix, level):
+    """The pyserver family: uvicorn (httptools, h11) and aiohttp on each asyncio loop."""
+    cells, meta = summary.get("py_cells") or {}, summary["meta"]
+    py = meta.get("pyserver") or {}
+    if not cells and not py.get("not_measured"):
+        return []
+    keys = py.get("keys") or []
+    md = [f"{level}# Real Python servers on each asyncio loop (pyserver family, wrk)", ""]
+    vers = py.get("versions") or {}
+    md.append(f"`tournament/net/py_server.py` under `{py.get('python', '?')}` (Python "
+              f"{vers.get('python', '?')}; " +
+              ", ".join(f"{k} {v}" for k, v in sorted(vers.items()) if k != "python") +
+              "): uvicorn with its httptools parser and with its h11 parser (a bare ASGI "
+              "app), and aiohttp's web server (one GET route), each answering \"hello\" on "
+              "the loop named, a fresh process per run pinned like the C servers. "
+              "Keep-alive: wrk's connections stay open; close: wrk sends `Connection: close`, "
+              "so every request is a new connection (accept, parse, answer, close). req/s: "
+              "median across rounds, min-max and half the spread; p50 and p99: medians of "
+              "wrk's; server CPU: the server's CPU time (/proc/PID/stat, user + system) "
+              "while wrk ran, over the run's wall time; CPU/request: that CPU time over the "
+              "requests wrk counted, us, median (min-max). Ratios are of medians against "
+              f"{PY_BASELINE} on the same server and case, {PY_BASELINE}'s figure beside "
+              "them: req/s above 1.00x and CPU/request below 1.00x favour the row.")
+    md.append("")
+    for s, why in sorted(py.get("not_measured", {}).items()):
+        md.append(f"- `{s}` not measured: {why}")
+    if py.get("not_measured"):
+        md.append("")
+    if cells:
+        md += table(["mode", "conns", "server", "loop", "req/s", "min-max", "p50", "p99",
+                     "server CPU", "CPU/request, us", f"req/s / {PY_BASELINE}",
+                     f"CPU/request / {PY_BASELINE}"], py_rows(cells, keys))
+        md.append("")
+    if summary.get("py_targets"):
+        md.append(f"{level}# Target (issue 41): evloop >= 1.0x uvloop in req/s")
+        md.append("")
+        md += table(["target"] + keys, targets_rows(summary["py_targets"], keys))
+        md.append("")
+    if summary.get("py_plot"):
+        md.append(f"![pyserver family]({img_prefix}{summary['py_plot']})")
+        md.append("")
+    return md
+
+
+def py_headline(summary):
+    """Text lines: every loop's req/s over uvloop's per server and case, uvloop's figure in
+    brackets."""
+    cells, meta = summary.get("py_cells") or {}, summary["meta"]
+    keys = (meta.get("pyserver") or {}).get("keys") or []
+    lines = []
+    for server in PY_SERVERS:
+        base = f"{server}/{PY_BASELINE}"
+        for loop in PY_LOOPS:
+            s = f"{server}/{loop}"
+            if s == base or s not in cells:
+                continue
+            parts = []
+            for key in keys:
+                if cell_failed(cells, s, key) or cell_failed(cells, base, key):
+                    parts.append(f"{key}: FAILED")
+                    continue
+                b = med(cells, base, key, "rps")
+                parts.append(f"{key}: {fmt_x(ratio(med(cells, s, key, 'rps'), b))} "
+                             f"({fmt_rps(b)})")
+            lines.append(f"  {s:28s} " + "   ".join(parts))
+    return lines

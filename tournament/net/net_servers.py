@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 
+from net_pyservers import is_pyserver, py_command
 from net_systems import OFFLOAD, SYSTEMS, is_offload, offload_placement
 
 
@@ -59,12 +60,12 @@ def cpu_of(ru):
 class Server:
     """One server process: started pinned, "ready" awaited, stopped with SIGTERM."""
 
-    def __init__(self, command, port, prefix):
+    def __init__(self, command, port, prefix, ready_timeout=10.0):
         self.err = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen(prefix + command + ["--port", str(port)],
                                      stdout=subprocess.PIPE, stderr=self.err, text=True)
         self.port = None
-        self.ready = self._wait_ready(10.0)
+        self.ready = self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout):
         sel = selectors.DefaultSelector()
@@ -82,6 +83,17 @@ class Server:
                 self.port = int(m.group(1)) if m else None
                 return line.split(None, 1)[1].strip() if " " in line else "ready"
         return None
+
+    def cpu_seconds(self):
+        """The server's CPU time so far (user + system, from /proc/PID/stat), or None: read
+        before and after the client, it leaves out the start-up (a Python server's imports
+        take a few hundred ms of CPU) and the shutdown."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
         """SIGTERM, then the server's CPU seconds, exit status and stderr."""
@@ -107,7 +119,7 @@ def check_server(build, system, port, pins):
     a request cut in two only once whole. Returns None or what went wrong."""
     import socket
     command, prefix = launch(build, system, pins)
-    srv = Server(command, port, prefix)
+    srv = Server(command, port, prefix, ready_timeout(system))
     if not srv.ready or not srv.port:
         _, rc, err = srv.stop()
         return f"did not start (exit {rc}): {err.strip()[-300:]}"
@@ -153,9 +165,17 @@ CLOSE_CHECK_WORK_US = 20000
 CLOSE_CHECK_CONNS = 16
 
 
+def ready_timeout(system):
+    """Seconds a server has to print its ready line: a Python server imports its packages
+    first, which on a loaded 2-vCPU machine takes seconds."""
+    return 30.0 if is_pyserver(system) else 10.0
+
+
 def launch(build, system, pins, work_us=None):
     """(command, command prefix) that start system's server; the server takes "--port N"
     after the command."""
+    if is_pyserver(system):
+        return py_command(system), pins[0]
     binary, args, _ = SYSTEMS[system]
     command = [os.path.join(build, binary)] + args
     if not is_offload(system):

@@ -4,6 +4,7 @@ cell failed when one of its runs did, the ratios, and the issue's targets met or
 import statistics
 
 from net_clients import run_failures
+from net_pyservers import case_key
 from net_systems import TARGETS
 
 
@@ -19,6 +20,8 @@ def cell_key(run):
     """The key of a run's cell: the connection count (http), or "SIZExCONNS" (echo)."""
     if run.get("family") == "echo":
         return f"{run['size']}x{run['conns']}"
+    if run.get("family") == "pyserver":
+        return case_key(run)
     return str(run["conns"])
 
 
@@ -45,6 +48,8 @@ def summarize(runs, family="http"):
         c = cells.setdefault(r["system"], {}).setdefault(key[1], {})
         for k in ("rps", "p50_us", "p99_us", "server_cpu_pct", "wrk_cpu_pct"):
             c.setdefault(k, []).append(r.get(k))
+        if r.get("cpu_us_per_req") is not None:  # the pyserver family's
+            c.setdefault("cpu_us_per_req", []).append(r["cpu_us_per_req"])
     out = {s: {n: {k: stats(v) for k, v in m.items()} for n, m in by.items()}
            for s, by in cells.items()}
     for (s, n), f in failed.items():

@@ -5,6 +5,8 @@ issue's targets."""
 import os
 import sys
 
+from net_pyservers import is_pyserver
+
 
 # name: (binary, arguments, what it is). The evloop servers take the backend by name.
 SYSTEMS = {
@@ -80,6 +82,8 @@ def available_systems(build, wanted):
 
 
 def case_label(case):
+    if case.get("family") == "pyserver":
+        return f"py {'close' if case.get('close') else 'keep-alive'} c={case['conns']}"
     if case.get("family") == "offload":
         return f"offload c={case['conns']}"
     if case.get("family") == "echo":
@@ -100,7 +104,10 @@ def is_offload(system):
 
 def runs_case(system, case):
     """Whether system runs in case's family: the offload servers in the offload family
-    only, the others in the http and echo families."""
+    only, the Python servers (net_pyservers.py) in the pyserver family only, the others in
+    the http and echo families."""
+    if is_pyserver(system) or case.get("family") == "pyserver":
+        return is_pyserver(system) and case.get("family") == "pyserver"
     return is_offload(system) == (case.get("family") == "offload")
 
 

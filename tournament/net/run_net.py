@@ -17,6 +17,11 @@ count instead of a figure; the exit status is then 1.
 The offload family (--families offload) runs the offload servers the same way: each request's
 work on worker threads, the reply posted back to the loop thread (tournament/net/README.md).
 
+The pyserver family (--families pyserver) runs real Python servers the same way: uvicorn with
+httptools, uvicorn with h11 and aiohttp's web server, each on evloop's asyncio loop, uvloop,
+rloop and the stock loop, under the Python that --python names, with keep-alive and with
+Connection: close; reported with the server's CPU per request and ratios against uvloop.
+
 Writes into --out: net.json (every run and the medians), report.md and plots/net.png (and
 plots/net_offload.png, plots/net_echo.png with those families) when matplotlib is
 importable. Python 3 standard library only; matplotlib optional. tournament/tournament.py
@@ -26,7 +31,8 @@ This file is the command line; the parts, one job each: net_systems.py (what run
 net_servers.py (the server processes and their checks), net_clients.py (wrk and
 echo_client: command lines and output), net_rounds.py (runs, rounds, the measurement),
 net_summary.py (medians, ratios, targets), net_report.py (the markdown section),
-net_plots.py (the PNGs).
+net_plots.py (the PNGs); net_pyservers.py (the pyserver family's systems) and py_server.py
+(its server, run by --python).
 """
 import argparse
 import json
@@ -38,8 +44,10 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from machine_load import BUSY  # noqa: E402
 from net_clients import fmt_failures, run_failures  # noqa: E402
-from net_plots import make_offload_plot, make_plot  # noqa: E402
-from net_report import failed_runs, headline, offload_headline, section  # noqa: E402
+from net_plots import make_offload_plot, make_plot, make_py_plot  # noqa: E402
+from net_pyservers import PY_BASELINE, PY_SYSTEMS, py_targets  # noqa: E402
+from net_report import (failed_runs, headline, offload_headline, py_headline,  # noqa: E402
+                        section)
 from net_rounds import measure  # noqa: E402
 from net_summary import evaluate_targets, summarize  # noqa: E402
 from net_systems import FULL, OFFLOAD_BASELINES, QUICK, SYSTEMS, case_label  # noqa: E402
@@ -60,12 +68,21 @@ def main():
     ap.add_argument("--conns", default="10,200,1000", help="HTTP: connection counts")
     ap.add_argument("--families", default="http",
                     help="http (wrk against the HTTP servers), offload (wrk against the offload "
-                         "servers: workers post the replies back) and/or echo (echo_client against "
-                         "the same servers with --echo): default http")
+                         "servers: workers post the replies back), echo (echo_client against "
+                         "the same servers with --echo) and/or pyserver (wrk against uvicorn "
+                         "and aiohttp on each asyncio loop, net_pyservers.py): default http")
     ap.add_argument("--echo-conns", default="1,100", help="echo: connection counts")
     ap.add_argument("--echo-sizes", default="1,4096", help="echo: message sizes, bytes")
-    ap.add_argument("--systems", default=",".join(SYSTEMS),
-                    help="comma-separated, of: " + ", ".join(SYSTEMS))
+    ap.add_argument("--systems", default="",
+                    help="comma-separated (default: all of the families run), of: " +
+                         ", ".join(list(SYSTEMS) + PY_SYSTEMS))
+    ap.add_argument("--python", default=sys.executable,
+                    help="pyserver: the Python that runs the servers, with evloop and the "
+                         "servers and loops installed (default: this one, " +
+                         sys.executable + ")")
+    ap.add_argument("--py-conns", default="100", help="pyserver: connection counts")
+    ap.add_argument("--py-modes", default="keep-alive,close",
+                    help="pyserver: keep-alive and/or close (wrk sends Connection: close)")
     ap.add_argument("--port", type=int, default=0,
                     help="the servers' port (default 0: a free one each run)")
     ap.add_argument("--quiet-wait", type=float,
@@ -107,28 +124,44 @@ def main():
         meta, runs = summary["meta"], summary["runs"]
         summary["cells"], summary["echo_cells"] = summarize(runs), summarize(runs, "echo")
         summary["offload_cells"] = summarize(runs, "offload")
+        summary["py_cells"] = summarize(runs, "pyserver")
+        summary["py_targets"] = py_targets(summary["py_cells"],
+                                           meta.get("pyserver", {}).get("keys", []))
         summary["targets"] = (evaluate_targets(summary["cells"], meta["conns"])
                               if "http" in meta.get("families", ["http"]) else [])
     else:
         summary = measure(args, mode)
     summary["plot"] = make_plot(summary, outdir)
     summary["offload_plot"] = make_offload_plot(summary, outdir)
+    summary["py_plot"] = make_py_plot(summary, outdir)
     with open(os.path.join(outdir, "net.json"), "w") as f:
         json.dump(summary, f, indent=1)
     report = os.path.join(outdir, "report.md")
     with open(report, "w") as f:
         f.write("\n".join(["# evloop network family", ""] + section(summary, "", "##")))
-    print("\nreq/s, evloop / libev and evloop / libuv (medians):")
-    print("\n".join(headline(summary)))
+    if summary["cells"]:
+        print("\nreq/s, evloop / libev and evloop / libuv (medians):")
+        print("\n".join(headline(summary)))
     if summary.get("offload_cells"):
         print("offload family, req/s over " + ", ".join(OFFLOAD_BASELINES) + " (medians):")
         print("\n".join(offload_headline(summary)))
+    if summary.get("py_cells"):
+        print(f"pyserver family, req/s over {PY_BASELINE}'s (medians; {PY_BASELINE}'s "
+              "figure in brackets):")
+        print("\n".join(py_headline(summary)))
     missed = [t for t in summary["targets"] if t["met"] is False]
     failing = sum(1 for t in summary["targets"] if t.get("failed"))
-    print(f"targets: {sum(1 for t in summary['targets'] if t['met'])} met, {len(missed)} "
-          f"missed, {failing} with failed runs, "
-          f"{sum(1 for t in summary['targets'] if t['met'] is None and not t.get('failed'))} "
-          "not run")
+    if summary["targets"]:
+        print(f"targets: {sum(1 for t in summary['targets'] if t['met'])} met, {len(missed)} "
+              f"missed, {failing} with failed runs, "
+              f"{sum(1 for t in summary['targets'] if t['met'] is None and not t.get('failed'))} "
+              "not run")
+    if summary.get("py_targets"):
+        pt = summary["py_targets"]
+        print(f"pyserver target (evloop >= 1.0x uvloop): {sum(1 for t in pt if t['met'])} met, "
+              f"{sum(1 for t in pt if t['met'] is False)} missed, "
+              f"{sum(1 for t in pt if t.get('failed'))} with failed runs, "
+              f"{sum(1 for t in pt if t['met'] is None and not t.get('failed'))} not run")
     failed = failed_runs(summary)
     if failed:
         print(f"FAILED: {len(failed)} of {len(summary['runs'])} runs (timeouts, socket errors, "
