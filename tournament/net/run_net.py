@@ -109,13 +109,17 @@ def main():
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--out", help="results folder (default tournament/results/net, or "
-                                  "tournament/results/net-quick with --quick)")
+                                  "tournament/results/net-quick with --quick; net-pyservers "
+                                  "and net-pyservers-quick for --families pyserver)")
     ap.add_argument("--from-json", help="only rebuild the report from this net.json")
     args = ap.parse_args()
 
     mode = QUICK if args.quick else FULL
+    # The pyserver family alone writes a folder of its own, so it never replaces the C
+    # servers' report.
+    name = "net-pyservers" if args.families == "pyserver" else "net"
     outdir = args.out or os.path.join(os.path.dirname(here), "results",
-                                      "net-quick" if args.quick else "net")
+                                      name + ("-quick" if args.quick else ""))
     os.makedirs(outdir, exist_ok=True)
     if args.from_json:
         with open(args.from_json) as f:
