@@ -511,8 +511,8 @@ static const char *fence_of(const char *fence, const char *env, char *reason, si
     return got;
 }
 
-/* Auto is the variant's pick: chunk loops take seq_cst (a fence per submit, which takes the
- * queue's mutex anyway, against a membarrier() per sleep once anything was submitted); arena
+/* Auto is the variant's pick: chunk loops take seq_cst (their pushes order the wake by the
+ * queue's mutex, so membarrier would buy them nothing, design.md); arena
  * loops take membarrier where the kernel allows it (their lanes switch to fenced pushes by
  * themselves). config.fence and, under auto, $EVLOOP_FENCE still decide when set. */
 static void test_auto_fence_is_the_variants_pick_and_config_or_env_override_it(void **state)

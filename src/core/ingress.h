@@ -18,11 +18,19 @@
  * across batches; nothing a push accepted (returned 0) is lost: it stays drainable after
  * _close, and once _close has returned every push either was refused or is drainable.
  *
- * Wake protocol (sleep.h): a push publishes with release stores and no full fence; the
- * caller then calls evloop__sleep_notify(), whose light barrier orders the publication
- * before its read of the sleep word. The consumer announces sleep (heavy barrier), calls
- * _fenced(), then _is_empty(): a push published before the heavy barrier is seen there.
- * fence is the loop's barrier mode (barrier.h), fixed at _new. */
+ * Wake protocol (sleep.h): a push publishes with release stores and no full fence; its
+ * return value says whether the caller must then call evloop__sleep_notify():
+ *   - arena: always; notify's light barrier orders the publication before its read of the
+ *     sleep word, against the loop's heavy barrier;
+ *   - chunk: only when the push read the sleep word (word, given at _new) other than AWAKE
+ *     inside the queue's mutex, after it published there. The loop, after it stores its
+ *     sleep value, takes and releases the same mutex in _fenced() before its re-check, so
+ *     the mutex's order does what the barriers do: either the push's critical section came
+ *     first and the re-check sees it, or the loop's did and the push reads the sleep value
+ *     (tests/model/chunk.pml). No fence on either side.
+ * The consumer announces sleep (heavy barrier where needed), calls _fenced(), then
+ * _is_empty(): a push that did not ask for a notify, or whose notify read AWAKE, is seen
+ * there. fence is the loop's barrier mode (barrier.h), fixed at _new. */
 #ifndef EVLOOP_INGRESS_H
 #define EVLOOP_INGRESS_H
 
@@ -36,14 +44,23 @@
 struct evloop__ingress;
 
 /* capacity: tasks the queue holds without allocating (rounded up as the variant needs).
- * notify(notify_arg), when not NULL, wakes the loop as evloop__sleep_notify() does: the
- * variant calls it after announcing work outside a push (arena: the lane of a thread that
- * exits, announced by the thread's destructor, whose lane the loop may have let go of). */
+ * word: the consumer's sleep word (sleep.h), which chunk's pushes read under the mutex;
+ * NULL: every push asks for a notify. notify(notify_arg), when not NULL, wakes the loop as
+ * evloop__sleep_notify() does: the variant calls it after announcing work outside a push
+ * (arena: the lane of a thread that exits, announced by the thread's destructor, whose lane
+ * the loop may have let go of). */
 int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum evloop__fence fence,
-                        void (*notify)(void *), void *notify_arg);
+                        const _Atomic uint32_t *word, void (*notify)(void *), void *notify_arg);
 void evloop__ingress_free(struct evloop__ingress *q);
 
-/* 0, -ESHUTDOWN after _close, -ENOMEM (nothing accepted then). */
+/* What an accepted push asks of its caller (the wake protocol above). */
+enum {
+    EVLOOP__PUSHED = 0,        /* nothing: the loop is awake and its re-check will see it */
+    EVLOOP__PUSHED_NOTIFY = 1, /* call evloop__sleep_notify() */
+};
+
+/* EVLOOP__PUSHED or EVLOOP__PUSHED_NOTIFY; -ESHUTDOWN after _close, -ENOMEM (nothing
+ * accepted then). */
 int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg);
 
 /* All n tasks (n >= 1, every cb non-NULL), in order, with one publication; all accepted
@@ -69,8 +86,10 @@ void evloop__ingress_woke(struct evloop__ingress *q);
 /* About how many tasks are waiting: a hint, read with relaxed loads. */
 size_t evloop__ingress_backlog(struct evloop__ingress *q);
 
-/* The consumer has just executed evloop__barrier_heavy(): state it kept because a
- * producer might not yet see its stores (arena: lanes on probation) can be settled. */
+/* The consumer has just stored its sleep value and executed its barrier (announce or park,
+ * sleep.h), or a heavy barrier in a busy loop: state it kept because a producer might not
+ * yet see its stores (arena: lanes on probation) can be settled. Chunk: takes and releases
+ * the mutex, which orders the pushes' wake decisions against the sleep value. */
 void evloop__ingress_fenced(struct evloop__ingress *q);
 
 /* Consumer, after a full fence, about to sleep: false when no push can be published with
@@ -78,7 +97,7 @@ void evloop__ingress_fenced(struct evloop__ingress *q);
  * barrier. Arena: no lane is in the work list (none active, on probation or handed): every
  * lane is new, whose first push fences in full, or was let go after a heavy barrier, so
  * its next push finds announced 0 and exchanges it, a full barrier (x86; elsewhere a fence
- * follows the exchange). Chunk: nothing was ever pushed (the first push fences). */
+ * follows the exchange). Chunk: always false (its pushes order their wake by the mutex). */
 bool evloop__ingress_needs_heavy(struct evloop__ingress *q);
 
 /* True when the variant would like a heavy barrier soon (arena: many lanes on probation,

@@ -107,9 +107,10 @@ static int create_parts(evloop *loop, const evloop_config *cfg, const struct evl
     if (r < 0)
         return r;
     enum evloop__fence fence = loop->sleep.fence;
-    if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY, fence, notify, loop)) < 0 ||
-        (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY, fence, notify, loop)) < 0 ||
-        (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY, fence, notify, loop)) < 0 ||
+    const _Atomic uint32_t *word = &loop->sleep.word;
+    if ((r = evloop__ingress_new(&loop->external, EXTERNAL_CAPACITY, fence, word, notify, loop)) < 0 ||
+        (r = evloop__ingress_new(&loop->internal, SMALL_CAPACITY, fence, word, notify, loop)) < 0 ||
+        (r = evloop__ingress_new(&loop->remote_micro, SMALL_CAPACITY, fence, word, notify, loop)) < 0 ||
         (r = evloop__taskq_init(&loop->local, LOCAL_CAPACITY)) < 0 ||
         (r = evloop__taskq_init(&loop->local_internal, LOCAL_CAPACITY)) < 0 ||
         (r = evloop__taskq_init(&loop->micro, LOCAL_CAPACITY)) < 0 ||

@@ -87,8 +87,8 @@ void evloop__sleep_wake_word(_Atomic uint32_t *word)
 /* After the word is stored: a full fence, then the heavy barrier only where a push made
  * with only the light barrier could otherwise go unseen (needs_heavy, ingress.h). The fence
  * pairs with the full barrier of everything else that may wake the loop: kicks, a lane's
- * first push and every push that wins its lane's announce exchange (arena), a queue's first
- * push (chunk). So a loop whose producers are silent, or post now and then, pays the
+ * first push and every push that wins its lane's announce exchange (arena); chunk's pushes
+ * are ordered by the queue's mutex, which _fenced takes after this. So a loop whose producers are silent, or post now and then, pays the
  * membarrier once after each burst, not before every sleep: it sends an IPI to every CPU
  * running a thread of the process, which costs microseconds on a VM when a sibling runs. */
 static void heavy_if_needed(struct evloop__sleep *s, bool (*needs_heavy)(void *), void *arg)

@@ -5,13 +5,15 @@
  * the way in (evloop__stop): a racing submit is either accepted and run or refused. */
 #include "submit.h"
 
-/* After a push accepted by q: wakes the loop if it announced sleep. A push that had to wake
- * it tells its queue: an arena lane whose pushes keep waking the loop switches to fenced
- * pushes, so the loop's sleeps need no membarrier. */
-static inline void notify(evloop *loop, struct evloop__ingress *q)
+/* After a push accepted by q (pushed >= 0): wakes the loop if the push asked for it
+ * (ingress.h) and the loop announced sleep; returns 0. A push that had to wake it tells
+ * its queue: an arena lane whose pushes keep waking the loop switches to fenced pushes, so
+ * the loop's sleeps need no membarrier. */
+static inline int notify(evloop *loop, struct evloop__ingress *q, int pushed)
 {
-    if (evloop__sleep_notify(&loop->sleep))
+    if (pushed == EVLOOP__PUSHED_NOTIFY && evloop__sleep_notify(&loop->sleep))
         evloop__ingress_woke(q);
+    return 0;
 }
 
 /* A refusal is final: once any push was refused, stopping is visible here (it is set
@@ -30,9 +32,7 @@ static inline int push_one(evloop *loop, struct evloop__ingress *q, evloop_cb cb
     if (refused(loop))
         return -ESHUTDOWN;
     int r = evloop__ingress_push(q, cb, arg);
-    if (r == 0)
-        notify(loop, q);
-    return r;
+    return r < 0 ? r : notify(loop, q, r);
 }
 
 /* On the loop thread: into a loop-thread queue, no atomics, no wake. Out of line, so the
@@ -90,9 +90,7 @@ EVLOOP_API int evloop_submit_batch(evloop *loop, const struct evloop_task *tasks
     if (refused(loop))
         return -ESHUTDOWN;
     int r = evloop__ingress_push_batch(loop->external, tasks, n);
-    if (r == 0)
-        notify(loop, loop->external);
-    return r;
+    return r < 0 ? r : notify(loop, loop->external, r);
 }
 
 EVLOOP_API int evloop_submit_internal(evloop *loop, evloop_cb cb, void *arg)

@@ -202,11 +202,12 @@ static void reply_skipped(void *item);
  * waits for the replies); a push that finds no memory is tried again, never dropped. */
 static void reply(struct evloop__work_pool *p, evloop_cb kind, struct item *it)
 {
-    while (evloop__ingress_push(p->replies, kind, it) < 0) {
+    int r;
+    while ((r = evloop__ingress_push(p->replies, kind, it)) < 0) {
         struct timespec ts = evloop__ns_to_timespec(PUSH_RETRY_NS);
         nanosleep(&ts, NULL);
     }
-    if (evloop__sleep_notify_unless(&p->loop->sleep, &p->dozing))
+    if (r == EVLOOP__PUSHED_NOTIFY && evloop__sleep_notify_unless(&p->loop->sleep, &p->dozing))
         evloop__ingress_woke(p->replies);
 }
 
@@ -693,7 +694,8 @@ static int pool_new(evloop *loop, struct evloop__work_pool **out)
     if (r == 0)
         r = evloop__taskq_init(&p->overflow, 64);
     if (r == 0)
-        r = evloop__ingress_new(&p->replies, REPLY_CAPACITY, loop->sleep.fence, notify_loop, loop);
+        r = evloop__ingress_new(&p->replies, REPLY_CAPACITY, loop->sleep.fence, &loop->sleep.word,
+                                notify_loop, loop);
     if (r < 0) {
         pool_free(p);
         return r;

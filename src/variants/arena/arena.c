@@ -358,8 +358,9 @@ static inline struct lane *my_lane(struct evloop__ingress *q)
 /* ---- producers ---- */
 
 int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum evloop__fence fence,
-                        void (*notify)(void *), void *notify_arg)
+                        const _Atomic uint32_t *word, void (*notify)(void *), void *notify_arg)
 {
+    (void)word; /* the caller's notify reads it: every push asks for one */
     pthread_once(&atfork_once, hold_registry_across_fork);
     size_t nseg = capacity / SEG_TASKS < 2 ? 2 : capacity / SEG_TASKS;
     struct evloop__ingress *q = aligned_alloc(EVLOOP_CACHELINE, sizeof(*q));
@@ -521,7 +522,7 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
         return refuse(q, spare);
     put_task(l, &spare, cb, arg);
     end_push(q, l, 1);
-    return 0;
+    return EVLOOP__PUSHED_NOTIFY;
 }
 
 int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
@@ -539,7 +540,7 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_ta
     for (size_t i = 0; i < n; i++)
         put_task(l, &spare, tasks[i].cb, tasks[i].arg);
     end_push(q, l, n);
-    return 0;
+    return EVLOOP__PUSHED_NOTIFY;
 }
 
 void evloop__ingress_close(struct evloop__ingress *q)

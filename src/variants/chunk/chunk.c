@@ -14,18 +14,18 @@
  * lock that only other producers contend for; the loop's reads take from a producer only
  * the line of the count it reads, once per catch-up.
  *
- * Wake protocol: the count store is the publication, ordered before the read of the sleep
- * word by the caller's evloop__sleep_notify() (light barrier) against the loop's heavy
- * barrier, as for the arena variant (sleep.h). The queue's first push fences in full, so
- * the loop may skip its heavy barrier until then (evloop__ingress_needs_heavy). That is the
- * membarrier pairing, taken when asked for: under auto this variant's loops take seq_cst
- * fences (evloop__ingress_auto_seq_cst), and never call membarrier(). */
+ * Wake protocol (ingress.h): a push reads the loop's sleep word inside the mutex, after its
+ * count store, and asks its caller for a notify only when it read the loop asleep; the
+ * loop, after it stores its sleep value, takes and releases the mutex (_fenced) before its
+ * re-check. Whichever critical section comes first, the other side sees it: the re-check
+ * sees the push, or the push sees the sleep value (tests/model/chunk.pml). So a push
+ * fences nowhere, the loop needs no heavy barrier for this queue, and a flood's pushes read
+ * a word the loop writes only when it sleeps. */
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "barrier.h"
 #include "common.h"
 #include "ingress.h"
 
@@ -44,9 +44,9 @@ struct evloop__ingress {
     struct chunk *tail; /* under mu: the chunk producers write */
     struct chunk *pool; /* under mu: free chunks */
     bool closed;        /* under mu */
+    const _Atomic uint32_t *word; /* the loop's sleep word, read under mu; NULL: none */
     /* Pushed by the consumer, taken whole by a producer under mu. */
     alignas(EVLOOP_CACHELINE) _Atomic(struct chunk *) returned;
-    _Atomic uint32_t ever; /* set by the first push (evloop__ingress_needs_heavy) */
     _Atomic uint64_t overflows;
     /* The consumer's. */
     alignas(EVLOOP_CACHELINE) struct chunk *cur; /* the chunk it reads */
@@ -80,17 +80,17 @@ void evloop__ingress_free(struct evloop__ingress *q)
 }
 
 int evloop__ingress_new(struct evloop__ingress **out, uint32_t capacity, enum evloop__fence fence,
-                        void (*notify)(void *), void *notify_arg)
+                        const _Atomic uint32_t *word, void (*notify)(void *), void *notify_arg)
 {
-    /* The mutex orders pushes against close; the caller's notify orders the wake; nothing
-     * is announced outside a push. */
+    /* The mutex orders pushes against close and against the loop's sleep; nothing is
+     * announced outside a push. */
     (void)fence;
     (void)notify;
     (void)notify_arg;
     struct evloop__ingress *q = aligned_alloc(EVLOOP_CACHELINE, sizeof(*q));
     if (!q)
         return -ENOMEM;
-    *q = (struct evloop__ingress){0};
+    *q = (struct evloop__ingress){.word = word};
     /* Adaptive: the critical sections are a few stores, so a contended lock is better
      * spun on briefly than slept on (glibc extension; a plain mutex elsewhere). */
     pthread_mutexattr_t attr;
@@ -142,14 +142,14 @@ static struct chunk *chunk_get(struct evloop__ingress *q)
     return c;
 }
 
-/* Under mu, after a push: the queue's first push ever marks it and fences in full, so the
- * loop may skip its heavy barrier until then (evloop__ingress_needs_heavy). */
-static void first_push(struct evloop__ingress *q)
+/* Under mu, after a push's count store: what the push asks of its caller. relaxed: the
+ * mutex orders this read against the loop's store of its sleep value (the file header);
+ * the value 0 is AWAKE (sleep.h). */
+static int wake_decision(const struct evloop__ingress *q)
 {
-    if (atomic_load_explicit(&q->ever, memory_order_relaxed))
-        return;
-    atomic_store(&q->ever, 1); /* seq_cst: pairs with the load in needs_heavy */
-    evloop__fence();
+    if (q->word && atomic_load_explicit(q->word, memory_order_relaxed) == 0)
+        return EVLOOP__PUSHED;
+    return EVLOOP__PUSHED_NOTIFY;
 }
 
 /* Under mu: writes tasks into c from its count on (they fit) and publishes them. release:
@@ -197,9 +197,9 @@ int evloop__ingress_push(struct evloop__ingress *q, evloop_cb cb, void *arg)
         fill(c, &t, 1);
         link_after_tail(q, c);
     }
-    first_push(q);
+    int r = wake_decision(q);
     pthread_mutex_unlock(&q->mu);
-    return 0;
+    return r;
 }
 
 int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_task *tasks,
@@ -242,9 +242,9 @@ int evloop__ingress_push_batch(struct evloop__ingress *q, const struct evloop_ta
         link_after_tail(q, c);
         done += k;
     }
-    first_push(q);
+    int r = wake_decision(q);
     pthread_mutex_unlock(&q->mu);
-    return 0;
+    return r;
 }
 
 /* Consumer: a chunk it has read to the end and left goes back for producers to reuse.
@@ -331,12 +331,16 @@ void evloop__ingress_close(struct evloop__ingress *q)
 
 void evloop__ingress_fenced(struct evloop__ingress *q)
 {
-    (void)q; /* nothing kept for a barrier: every push is one publication */
+    /* After the loop stored its sleep value: a push whose critical section comes after this
+     * one reads that value; one before it is seen by the re-check (the file header). */
+    pthread_mutex_lock(&q->mu);
+    pthread_mutex_unlock(&q->mu);
 }
 
 bool evloop__ingress_needs_heavy(struct evloop__ingress *q)
 {
-    return atomic_load(&q->ever) != 0; /* seq_cst: pairs with first_push() */
+    (void)q; /* the mutex orders every push's wake decision (the file header) */
+    return false;
 }
 
 void evloop__ingress_woke(struct evloop__ingress *q)
@@ -368,8 +372,8 @@ const char *evloop__ingress_name(void)
 
 const char *evloop__ingress_auto_seq_cst(void)
 {
-    /* With membarrier, a loop that sleeps between fd events pays a membarrier() per sleep
-     * once anything was ever submitted, which costs more than a fence per submit beside the
-     * mutex a submit takes anyway (figures: tournament/results/two-vcpu-chunk-fence.md). */
-    return "chunk variant: a fence per submit costs less than a membarrier() per sleep";
+    /* The loop never needs the heavy barrier for these queues (needs_heavy), and a push
+     * takes a barrier only on its way to wake a sleeping loop: membarrier would buy
+     * nothing but its registration. */
+    return "chunk variant: pushes order their wake by the queue's mutex, no heavy barrier";
 }
