@@ -29,18 +29,10 @@ import os
 import sys
 import time
 
-# The tournament's modules import each other by name when it runs from tournament/, and
-# relatively when the Python package carries them (evloop.bench._kit: bindings/python).
-try:
-    from . import tournament_plots as plots
-    from . import tournament_report as report
-    from . import tournament_run as run
-    from .machine_load import BUSY
-except ImportError:
-    import tournament_plots as plots
-    import tournament_report as report
-    import tournament_run as run
-    from machine_load import BUSY
+import tournament_plots as plots
+import tournament_report as report
+import tournament_run as run
+from machine_load import BUSY
 
 # tournament/: this file is tournament/tournament.py; the results, tournament/net and the
 # default build folder (build-bench at the top of the checkout) are found from there.

@@ -5,12 +5,7 @@ matplotlib (Debian: python3-matplotlib); without it the report simply has no plo
 import os
 import sys
 
-# The tournament's modules import each other by name when it runs from tournament/, and
-# relatively when the Python package carries them (evloop.bench._kit: bindings/python).
-try:
-    from .tournament_report import FLOORS, is_evloop, is_tagged, median, short
-except ImportError:
-    from tournament_report import FLOORS, is_evloop, is_tagged, median, short
+from tournament_report import FLOORS, is_evloop, is_tagged, median, short
 
 
 def make_plots(data, summary, outdir):

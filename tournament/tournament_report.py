@@ -10,12 +10,7 @@ import re
 import statistics
 import sys
 
-# The tournament's modules import each other by name when it runs from tournament/, and
-# relatively when the Python package carries them (evloop.bench._kit: bindings/python).
-try:
-    from .machine_load import BUSY
-except ImportError:
-    from machine_load import BUSY
+from machine_load import BUSY
 
 # tournament/ (this file is tournament/tournament_report.py): the network family's report
 # (tournament/net/net_report.py), whose section joins the report, is found from there.

@@ -10,14 +10,8 @@ import subprocess
 import sys
 import time
 
-# The tournament's modules import each other by name when it runs from tournament/, and
-# relatively when the Python package carries them (evloop.bench._kit: bindings/python).
-try:
-    from .machine_load import BUSY, children_cpu_seconds, cpu_busy_seconds, foreign_load
-    from .tournament_report import parse_name
-except ImportError:
-    from machine_load import BUSY, children_cpu_seconds, cpu_busy_seconds, foreign_load
-    from tournament_report import parse_name
+from machine_load import BUSY, children_cpu_seconds, cpu_busy_seconds, foreign_load
+from tournament_report import parse_name
 
 # tournament/ (this file is tournament/tournament_run.py): tournament/net/run_net.py is found from
 # there.

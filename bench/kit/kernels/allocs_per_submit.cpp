@@ -111,7 +111,8 @@ class AllocsPerSubmit : public Flood
     uint64_t allocs_ = 0, frees_ = 0, counted_ = 0;
 };
 
-BENCH_KERNEL({"AllocsPerSubmit", construct<AllocsPerSubmit>, nullptr, "", make_params("", 10000)});
+BENCH_KERNEL({"AllocsPerSubmit", construct<AllocsPerSubmit>, nullptr, "", make_params("", 10000),
+              true});
 
 } // namespace
 } // namespace bench

@@ -34,6 +34,18 @@ std::vector<std::string> kernel_families()
     return out;
 }
 
+std::vector<std::string> kernel_shapes(const KernelSpec &spec)
+{
+    std::vector<std::string> out;
+    std::string rest = spec.shapes;
+    while (!rest.empty()) {
+        size_t comma = rest.find(", ");
+        out.push_back(rest.substr(0, comma));
+        rest = comma == std::string::npos ? "" : rest.substr(comma + 2);
+    }
+    return out;
+}
+
 Params resolve(const KernelSpec &spec, const Params &p)
 {
     const Params &d = spec.defaults;

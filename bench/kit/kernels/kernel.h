@@ -116,6 +116,7 @@ struct KernelSpec {
     std::string (*tail)(const Params &p); // after "Family/target/"; nullptr: none
     const char *shapes;                   // the valid shapes, ", "-separated; "": none
     Params defaults;
+    bool floors = false; // the hardware floors run it too (others' kernels may hang on them)
 };
 
 // Spec helpers: the factory of a kernel class constructed from (Target, Params), and
@@ -153,6 +154,8 @@ struct KernelRegistrar {
 const KernelSpec *find_kernel(const std::string &family);
 // Every family compiled in, sorted.
 std::vector<std::string> kernel_families();
+// The spec's shapes in the order it lists them; empty when the family has none.
+std::vector<std::string> kernel_shapes(const KernelSpec &spec);
 // p with what it leaves zero or empty taken from the spec's defaults.
 Params resolve(const KernelSpec &spec, const Params &p);
 // "" when resolved parameters suit the family, else why not (an unknown shape).

@@ -74,7 +74,7 @@ std::unique_ptr<Kernel> make_microtask(const Target &t, const Params &p)
 }
 
 BENCH_KERNEL({"PingPongLatency", make_latency, shape_tail, "hot, cold, blocking",
-              make_params("hot", 0, 0, 0, 50000)});
+              make_params("hot", 0, 0, 0, 50000), true});
 BENCH_KERNEL({"MicrotaskRoundTrip", make_microtask, nullptr, "hot, cold, blocking",
               make_params("hot", 0, 0, 0, 50000)});
 

@@ -5,10 +5,16 @@ from typing import Any, Dict, List
 
 def families() -> List[str]:
     """The benchmark families the kernels know."""
+def spec(family: str) -> Dict[str, Any]:
+    """The family as its kernel registers it: its shapes ([] for none), whether the floors
+    run it."""
 def systems() -> List[str]:
     """The systems the kernels can run: evloop-arena, evloop-chunk and the floors."""
 def probe(system: str, backend: str = "") -> int:
     """0 when system can run with backend here, else a negative errno."""
+def name(family: str, system: str, **kwargs: Any) -> str:
+    """The benchmark's name as run() with these arguments gives it, without running it
+    (run()'s arguments but iterations and max_seconds)."""
 def run(
     family: str,
     system: str,

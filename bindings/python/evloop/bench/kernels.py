@@ -14,33 +14,13 @@ Python runs between the first and the last timestamp, so a script can sweep a pa
         r = bench.run("PingPongLatency", shape="cold", spin_ns=spin, iterations=5000)
         print(spin, r.p50, r.p99)
 
-Families (bench/README.md and the headers of bench/kit/kernels/*.cpp define each op); a
-parameter left ``None`` takes the family's value in the benchmark suite:
-
-======================= ============================================================
-PingPongLatency         one task at a time; op = round trip. shape: ``hot`` (producer
-                        spins), ``cold`` (after an untimed ``gap_ns`` busy gap),
-                        ``blocking`` (producer sleeps on a futex). Per-op samples.
-PingPong                the flood: ``tasks`` (100,000) submitted back to back per
-                        iteration by one producer.
-BurstSubmit             bursts of ``burst`` (1000) tasks, waiting for each burst.
-BatchSubmit             the flood in batches of ``batch`` (64) tasks per
-                        evloop_submit_batch call (the floors: one submit per task).
-MultiProducer           ``producers`` (10) threads submit ``tasks`` (100,000) in all per
-                        iteration (started in the timed region); also
-                        MultiProducerContention (100 producers).
-MicrotaskRoundTrip      the hot round trip through queue_microtask; per op.
-ReadinessRoundTrip      the fd ping-pong: a byte into a pipe the loop watches; per op.
-SubmitInternalChain     chains of ``tasks`` (32) internal submits; per chain.
-InternalPriority        one internal task behind ``tasks`` (64) external ones.
-MicroBatchBudget        shape ``Throughput`` / ``SubmitToRun`` (bursts of ``burst``) or
-                        ``Continuous`` (``producers`` streaming).
-MicroCASContention      ``producers`` submit ``tasks`` in all; only submission timed.
-MicroWakeupSyscall      shape ``Running``, ``Sleeping``, ``Burst``, ``RapidSubmit``.
-Timers                  shape ``million`` or ``lateness``.
-AllocPressure           the flood beside an allocator-churning thread.
-IdleCost                the CPU an idle loop burns 10-60 ms after work.
-======================= ============================================================
+The families are :func:`families`, each with its :func:`shapes` (and :func:`floors`), read from the
+kernels' own registration (``BENCH_KERNEL`` in bench/kit/kernels/*.cpp); what each measures
+and what its op is: bench/README.md and the header of its kernel file. A parameter left
+``None`` takes the family's value in the benchmark suite: ``tasks`` (a flood's, a burst's,
+all producers' together), ``producers``, ``burst`` (BurstSubmit's and MicroBatchBudget's tasks
+per iteration), ``batch`` (BatchSubmit's tasks per batch call), ``gap_ns``
+(PingPongLatency/cold's untimed gap), ``shape``.
 
 Systems: ``"evloop"`` (with ``variant``, ``backend``, ``spin_ns``, ``batch_budget``) and
 the hardware floors ``"floor-spin"`` and ``"floor-futex"`` (one producer only).
@@ -54,11 +34,13 @@ from typing import Any, Dict, List, Optional
 
 from . import _kernels
 
-__all__ = ["Result", "run", "families", "systems", "DEFAULT_ITERATIONS"]
+__all__ = ["Result", "run", "name", "families", "shapes", "floors", "systems",
+           "DEFAULT_ITERATIONS"]
 
 _VARIANTS = ("arena", "chunk")
 
-#: Iterations per family when none is given: about a second or less here.
+#: Iterations per family when none is given: about a second or less here (a family it does
+#: not list runs 100).
 DEFAULT_ITERATIONS: Dict[str, int] = {
     "PingPongLatency": 20000,
     "PingPong": 20,
@@ -85,6 +67,18 @@ _BURST_FAMILIES = ("BurstSubmit", "MicroBatchBudget")
 def families() -> List[str]:
     """The families :func:`run` knows."""
     return list(_kernels.families())
+
+
+def shapes(family: str) -> List[str]:
+    """The shapes of family, in the order its kernel registers them; ``[]`` when it has
+    none. Raises ValueError for an unknown family."""
+    return list(_kernels.spec(family)["shapes"])
+
+
+def floors(family: str) -> bool:
+    """Whether the hardware floors run family (as its kernel registers): the other
+    families' kernels need what only a loop has. Raises ValueError for an unknown family."""
+    return bool(_kernels.spec(family)["floors"])
 
 
 def systems() -> List[str]:
@@ -193,6 +187,37 @@ def run(
     (a shape the family does not have, a backend that cannot start) or fails before its
     first iteration (a later failure is in ``Result.error``).
     """
+    args = _c_arguments(family, system=system, variant=variant, backend=backend,
+                        spin_ns=spin_ns, batch_budget=batch_budget, producers=producers,
+                        tasks=tasks, burst=burst, batch=batch, shape=shape, gap_ns=gap_ns)
+    if iterations is None:
+        iterations = DEFAULT_ITERATIONS.get(family, 100)
+    if iterations < 1:
+        raise ValueError("iterations must be >= 1")
+    d = _kernels.run(**args, iterations=iterations, max_seconds=max_seconds)
+    params: Dict[str, Any] = {"spin_ns": spin_ns, "batch_budget": batch_budget,
+                              **{k: v for k, v in d["params"].items() if v not in ("", 0)}}
+    return Result(family=family, name=d["name"], system=d["system"],
+                  variant=variant if system == "evloop" else None, backend=d["backend"],
+                  params=params, iterations=d["iterations"], ops=d["ops"],
+                  timed_ns=d["timed_ns"], per_op_samples=d["per_op_samples"],
+                  samples=d["samples"], counters=dict(d["counters"]), error=d["error"],
+                  label=d["label"])
+
+
+def name(family: str, **kwargs: Any) -> str:
+    """The ``Result.name`` that :func:`run` with these arguments (but ``iterations`` and
+    ``max_seconds``) gives, without running anything (with ``backend`` None a run names the
+    backend that started instead). Raises as :func:`run` does for a bad argument."""
+    return _kernels.name(**_c_arguments(family, **kwargs))
+
+
+def _c_arguments(family: str, *, system: str = "evloop", variant: str = "arena",
+                 backend: Optional[str] = None, spin_ns: int = -1, batch_budget: int = 0,
+                 producers: Optional[int] = None, tasks: Optional[int] = None,
+                 burst: Optional[int] = None, batch: Optional[int] = None,
+                 shape: Optional[str] = None, gap_ns: Optional[int] = None) -> Dict[str, Any]:
+    """run()'s arguments checked and spelled as the extension module takes them."""
     if variant not in _VARIANTS:
         raise ValueError(f"unknown variant {variant!r}")
     if family not in _kernels.families():
@@ -205,10 +230,6 @@ def run(
             raise ValueError("backend, spin_ns and batch_budget apply to evloop only")
     else:
         raise ValueError(f"unknown system {system!r}: expected one of {systems()}")
-    if iterations is None:
-        iterations = DEFAULT_ITERATIONS.get(family, 100)
-    if iterations < 1:
-        raise ValueError("iterations must be >= 1")
     if batch_budget < 0:
         raise ValueError("batch_budget must be >= 0")
     if family in _BURST_FAMILIES and burst is not None:
@@ -217,15 +238,6 @@ def run(
     for k, v in given.items():
         if v is not None and v < 1:
             raise ValueError(f"{k} must be >= 1")
-    d = _kernels.run(family, cname, backend=backend or "", spin_ns=spin_ns,
-                     batch_budget=batch_budget, iterations=iterations,
-                     max_seconds=max_seconds, shape=shape or "",
-                     **{k: v for k, v in given.items() if v is not None})
-    params: Dict[str, Any] = {"spin_ns": spin_ns, "batch_budget": batch_budget,
-                              **{k: v for k, v in d["params"].items() if v not in ("", 0)}}
-    return Result(family=family, name=d["name"], system=d["system"],
-                  variant=variant if system == "evloop" else None, backend=d["backend"],
-                  params=params, iterations=d["iterations"], ops=d["ops"],
-                  timed_ns=d["timed_ns"], per_op_samples=d["per_op_samples"],
-                  samples=d["samples"], counters=dict(d["counters"]), error=d["error"],
-                  label=d["label"])
+    return {"family": family, "system": cname, "backend": backend or "", "spin_ns": spin_ns,
+            "batch_budget": batch_budget, "shape": shape or "",
+            **{k: v for k, v in given.items() if v is not None}}

@@ -85,10 +85,16 @@ void step_kernel(const bench::KernelSpec &spec, const bench::Target &t, const be
     out.label = k->label;
 }
 
-py::dict run(const std::string &family, const std::string &system, const std::string &backend,
-             int64_t spin_ns, unsigned batch_budget, uint64_t iterations, double max_seconds,
-             const std::string &shape, int producers, uint64_t tasks, uint64_t batch,
-             uint64_t gap_ns)
+// One run's kernel, system and parameters, checked; the arguments are evloop.bench.run's.
+struct Setup {
+    const bench::KernelSpec *spec;
+    bench::Target target;
+    bench::Params params;
+};
+
+Setup set_up(const std::string &family, const std::string &system, const std::string &backend,
+             int64_t spin_ns, unsigned batch_budget, double max_seconds, const std::string &shape,
+             int producers, uint64_t tasks, uint64_t batch, uint64_t gap_ns)
 {
     const bench::KernelSpec *spec = bench::find_kernel(family);
     if (!spec)
@@ -106,11 +112,32 @@ py::dict run(const std::string &family, const std::string &system, const std::st
     if (!bad.empty())
         throw std::runtime_error(bad);
     bench_loop_config cfg{nullptr, batch_budget, spin_ns, nullptr};
-    bench::Target t = bench::make_target(sys, backend, cfg);
+    return {spec, bench::make_target(sys, backend, cfg), p};
+}
+
+// The benchmark's name as a run with these arguments would give it, without running it
+// (with backend "" a run names the backend that started instead).
+std::string name(const std::string &family, const std::string &system, const std::string &backend,
+                 int64_t spin_ns, unsigned batch_budget, const std::string &shape, int producers,
+                 uint64_t tasks, uint64_t batch, uint64_t gap_ns)
+{
+    Setup s = set_up(family, system, backend, spin_ns, batch_budget, 0, shape, producers, tasks,
+                     batch, gap_ns);
+    return bench::benchmark_name(*s.spec, s.target, s.params);
+}
+
+py::dict run(const std::string &family, const std::string &system, const std::string &backend,
+             int64_t spin_ns, unsigned batch_budget, uint64_t iterations, double max_seconds,
+             const std::string &shape, int producers, uint64_t tasks, uint64_t batch,
+             uint64_t gap_ns)
+{
+    Setup s = set_up(family, system, backend, spin_ns, batch_budget, max_seconds, shape,
+                     producers, tasks, batch, gap_ns);
+    const bench::Params &p = s.params;
     Outcome r;
     {
         py::gil_scoped_release nogil; // no Python anywhere in the run
-        step_kernel(*spec, t, p, iterations, max_seconds, r);
+        step_kernel(*s.spec, s.target, p, iterations, max_seconds, r);
     }
     if (r.iterations == 0 && !r.error.empty())
         throw std::runtime_error(family + "/" + system + ": " + r.error);
@@ -160,6 +187,18 @@ PYBIND11_MODULE(_kernels, m)
     bench_evloop_c_api_chunk = c_api_of("evloop._chunk", "chunk");
     m.def("families", &bench::kernel_families, "The benchmark families the kernels know.");
     m.def(
+        "spec",
+        [](const std::string &family) {
+            const bench::KernelSpec *spec = bench::find_kernel(family);
+            if (!spec)
+                throw py::value_error("unknown family " + family);
+            return py::dict(py::arg("shapes") = bench::kernel_shapes(*spec),
+                            py::arg("floors") = spec->floors);
+        },
+        py::arg("family"),
+        "The family as its kernel registers it: its shapes ([] for none), whether the floors "
+        "run it.");
+    m.def(
         "systems",
         []() {
             std::vector<std::string> names;
@@ -178,6 +217,11 @@ PYBIND11_MODULE(_kernels, m)
         },
         py::arg("system"), py::arg("backend") = "",
         "0 when system can run with backend here, else a negative errno.");
+    m.def("name", &name, py::arg("family"), py::arg("system"), py::arg("backend") = "",
+          py::arg("spin_ns") = -1, py::arg("batch_budget") = 0, py::arg("shape") = "",
+          py::arg("producers") = 0, py::arg("tasks") = 0, py::arg("batch") = 0,
+          py::arg("gap_ns") = 0,
+          "The benchmark's name as run() with these arguments gives it, without running it.");
     m.def("run", &run, py::arg("family"), py::arg("system"), py::arg("backend") = "",
           py::arg("spin_ns") = -1, py::arg("batch_budget") = 0, py::arg("iterations") = 1000,
           py::arg("max_seconds") = 0.0, py::arg("shape") = "", py::arg("producers") = 0,
