@@ -214,11 +214,11 @@ def print_summary(summary, errors, foreign, nrounds, report_path, outdir, net_ra
               "spinning benchmarks are then set by the scheduler, not the loop")
     if errors:
         print(f"\n{len(errors)} benchmark runs reported errors; see {report_path}")
-    net_report, net = report.net_summary(outdir) if net_ran else (None, None)
-    if net:
+    net_headline = report.net_texts(outdir)[1] if net_ran else []
+    if net_headline:
         print()
         print("network family, req/s evloop / libev and evloop / libuv (above 1.00x evloop wins):")
-        print("\n".join(net_report.headline(net)))
+        print("\n".join(net_headline))
     print(f"\nreport: {report_path}")
 
 

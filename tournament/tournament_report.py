@@ -8,12 +8,13 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 
 from machine_load import BUSY
 
-# tournament/ (this file is tournament/tournament_report.py): the network family's report
-# (tournament/net/net_report.py), whose section joins the report, is found from there.
+# tournament/ (this file is tournament/tournament_report.py): the network family's command
+# (tournament/net/run_net.py), whose section joins the report, is found from there.
 TOURNAMENT_DIR = os.path.dirname(os.path.abspath(__file__))
 
 # google-benchmark appends these to the name we give; they are not part of our naming.
@@ -504,27 +505,27 @@ def render(head, lines, markdown):
 
 
 # ---------------------------------------------------------------- network family (net/)
-# tournament/net/run_net.py writes <out>/net/net.json (tournament_run.run_net_family); its
-# section (tournament/net/net_report.py) joins the report.
+# tournament/net/run_net.py writes <out>/net/net.json (tournament_run.run_net_family), and its
+# section for this report and its headline beside it.
 
-def net_summary(outdir):
-    """(net_report module, the net.json of outdir/net) or (None, None)."""
-    path = os.path.join(outdir, "net", "net.json")
-    if not os.path.exists(path):
-        return None, None
-    sys.path.insert(0, os.path.join(TOURNAMENT_DIR, "net"))
+def net_texts(outdir):
+    """(the report's section, the console's headline) of the network family in outdir/net,
+    as lists of lines, from the files run_net.py writes beside net.json (it writes them
+    again from net.json when a run from before they existed lacks them); ([], []) when
+    the family did not run."""
+    net = os.path.join(outdir, "net")
+    paths = [os.path.join(net, n) for n in ("tournament_section.md", "headline.txt")]
+    if not os.path.exists(os.path.join(net, "net.json")):
+        return [], []
+    if not all(os.path.exists(p) for p in paths):
+        subprocess.run([sys.executable, os.path.join(TOURNAMENT_DIR, "net", "run_net.py"),
+                        "--from-json", os.path.join(net, "net.json"), "--out", net],
+                       stdout=subprocess.DEVNULL, check=False)
     try:
-        import net_report
-        with open(path) as f:
-            return net_report, json.load(f)
-    except (ImportError, OSError, ValueError) as e:
-        print(f"warning: cannot read {path}: {e}", file=sys.stderr, flush=True)
-        return None, None
-
-
-def net_section(outdir):
-    net_report, summary = net_summary(outdir)
-    return net_report.section(summary, "net/", "##") if summary else []
+        return tuple(open(p).read().splitlines() for p in paths)
+    except OSError as e:
+        print(f"warning: no network section: {e}", file=sys.stderr, flush=True)
+        return [], []
 
 
 # ---------------------------------------------------------------- report
@@ -671,7 +672,7 @@ def write_report(outdir, summary, data, errors, meta, plots):
         md.append(ft)
         md.append("")
     if meta.get("net"):
-        md += net_section(outdir)
+        md += net_texts(outdir)[0]
     md += sweep_section(summary, meta)
     md.append("## Medians")
     md.append("")

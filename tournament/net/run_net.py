@@ -143,6 +143,12 @@ def main():
     report = os.path.join(outdir, "report.md")
     with open(report, "w") as f:
         f.write("\n".join(["# evloop network family", ""] + section(summary, "", "##")))
+    # The same section and headline for the tournament's report (tournament_report.py), which
+    # sits one folder up: its plots are under net/.
+    with open(os.path.join(outdir, "tournament_section.md"), "w") as f:
+        f.write("\n".join(section(summary, "net/", "##")) + "\n")
+    with open(os.path.join(outdir, "headline.txt"), "w") as f:
+        f.write("\n".join(headline(summary)) + "\n")
     if summary["cells"]:
         print("\nreq/s, evloop / libev and evloop / libuv (medians):")
         print("\n".join(headline(summary)))
