@@ -1,6 +1,8 @@
 /* flood: the one-number hand-off check used to A/B a change to the ingress or the tick
  * (tournament/results/tuning-log.md). P producer threads submit N tasks in all into a running loop,
- * R times; prints the median and the minimum ns per task, and the loop's counters. Built
+ * R times; prints the median and the minimum ns per task, the producers' own CPU time per
+ * task (median; their thread CPU clocks, which a busy machine's preemption does not inflate
+ * as it does the wall time), and the loop's counters. Built
  * against one library (the build's default variant), so two builds of two revisions
  * can be run interleaved by bench/ab.sh. Uses the public API only.
  *
@@ -24,6 +26,7 @@ static struct {
 
 static evloop *g_loop;
 static uint64_t g_share;
+static _Atomic uint64_t g_producer_cpu_ns; /* summed over the producers of a round */
 
 static uint64_t now_ns(void)
 {
@@ -46,9 +49,17 @@ static void *run_loop(void *arg)
     return NULL;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *produce(void *arg)
 {
     (void)arg;
+    uint64_t cpu0 = thread_cpu_ns();
     for (uint64_t i = 0; i < g_share; i++) {
         int r = evloop_submit(g_loop, count_task, NULL);
         if (r < 0) {
@@ -56,6 +67,7 @@ static void *produce(void *arg)
             exit(1);
         }
     }
+    atomic_fetch_add(&g_producer_cpu_ns, thread_cpu_ns() - cpu0);
     return NULL;
 }
 
@@ -90,9 +102,10 @@ int main(int argc, char **argv)
     pthread_t loop_thread, threads[MAX_PRODUCERS];
     pthread_create(&loop_thread, NULL, run_loop, NULL);
     g_share = (uint64_t)tasks / (uint64_t)producers;
-    static double ns[MAX_ROUNDS];
+    static double ns[MAX_ROUNDS], cpu[MAX_ROUNDS];
     for (int k = 0; k < rounds; k++) {
         g_count.ran = 0; /* the loop is idle between rounds: done was set last */
+        atomic_store(&g_producer_cpu_ns, 0);
         g_count.target = g_share * (uint64_t)producers;
         atomic_store(&g_count.done, false);
         uint64_t t0 = now_ns();
@@ -107,12 +120,15 @@ int main(int argc, char **argv)
         if (producers > 1)
             for (int i = 0; i < producers; i++)
                 pthread_join(threads[i], NULL);
+        cpu[k] = (double)atomic_load(&g_producer_cpu_ns) / (double)g_count.target;
     }
     struct evloop_stats st;
     evloop_stats(g_loop, &st);
     qsort(ns, (size_t)rounds, sizeof(ns[0]), cmp_double);
-    printf("%s p=%d median %.1f ns/task (min %.1f) overflows %llu tasks %llu budget %u spin %lld\n",
-           evloop_ingress(), producers, ns[rounds / 2], ns[0],
+    qsort(cpu, (size_t)rounds, sizeof(cpu[0]), cmp_double);
+    printf("%s p=%d median %.1f ns/task (min %.1f) producer CPU %.1f ns/task overflows %llu "
+           "tasks %llu budget %u spin %lld\n",
+           evloop_ingress(), producers, ns[rounds / 2], ns[0], cpu[rounds / 2],
            (unsigned long long)st.ingress_overflows, (unsigned long long)st.tasks_run,
            st.batch_budget, (long long)st.spin_ns);
     evloop_stop(g_loop);
