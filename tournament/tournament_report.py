@@ -46,6 +46,9 @@ TARGETS = [
      "ratio", 0.20, "libuv", None, "PingPong"),
     ("PingPong (flood), chunk, vs libuv", "PingPong", "ns_per_op", "ratio", 0.80, "libuv",
      "chunk"),
+    # The seeds' Go "mutex + chunk pool" variant: 88 ns per task in its flood (issue 40).
+    ("PingPong (flood), chunk, the seeds' 88 ns", "PingPong", "ns_per_op", "absolute", 88.0,
+     None, "chunk"),
     ("BurstSubmit (1000), chunk, vs libuv", "BurstSubmit", "ns_per_op", "ratio", 0.80,
      "libuv", "chunk"),
     ("MultiProducer (10), chunk, vs libuv", "MultiProducer", "ns_per_op", "ratio", 0.80,
