@@ -37,6 +37,9 @@ cmake -S . -B build-ci-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DEVLOOP_WERROR
 cmake --build build-ci-bench -j "$jobs"
 ./build-ci-bench/bench/evloop_bench --benchmark_min_time=0.001 >build-ci-bench/smoke.txt
 echo "bench smoke: $(grep -c manual_time build-ci-bench/smoke.txt) benchmarks ran"
+# Each variant's push and drain on one thread (exits 1 if a drain misses a push).
+./build-ci-bench/bench/ingress_cost_arena 200 >/dev/null
+./build-ci-bench/bench/ingress_cost_chunk 200 >/dev/null
 bash tests/consumers/run.sh build-ci-consumers # install, then find_package/pkg-config/add_subdirectory/FetchContent consumers, with and without liburing
 # macOS (arm64, x86_64) and FreeBSD cross-builds with zig and -Werror: the library, examples
 # and header checks compiled and linked, the test programs compiled; nothing of it runs here.
