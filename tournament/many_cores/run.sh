@@ -1,13 +1,13 @@
 #!/bin/bash
-# The many-core figures, from a kit made by make_kit.sh (run from anywhere; writes
+# The many-core figures, from a bundle made by make_bundle.sh (run from anywhere; writes
 # $OUT/all.txt): the network family's HTTP servers at 1000 connections under wrk (the
 # server pinned to CPU 1, wrk with 8 threads on CPUs 4-11; the ops server on io_uring before
-# and after, when the kit has the older one), three interleaved rounds, then the hand-off
+# and after, when the bundle has the older one), three interleaved rounds, then the hand-off
 # families of the bench (MultiProducer, MultiProducerContention, PingPong, BurstSubmit,
-# ReadinessRoundTrip) for every system, 3 repetitions; with an older bench in the kit, it
+# ReadinessRoundTrip) for every system, 3 repetitions; with an older bench in the bundle, it
 # and this one alternate, ROUNDS times each. Knobs: ROUNDS (3), DUR (s per wrk run, 3),
 # CLI_CPUS (4-11), BENCH (1: run the bench families), NET (1: run the network family),
-# FILTER (the bench families' regex). After the HTTP servers, when the kit has them, the
+# FILTER (the bench families' regex). After the HTTP servers, when the bundle has them, the
 # offload family (tournament/net/worker_pool.c: each request's work on worker threads, the reply
 # posted back to the loop thread) at 1000 and OFF_CONNS connections, ROUNDS rounds: loop
 # thread on CPU 1, workers on OFF_CPUS. Its knobs: OFFLOAD (1: run it), OFF_WORKERS (2),

@@ -4,34 +4,35 @@
 # the dynamic loader included (the programs are started through it, so the target's own
 # libc, if any, is not used). Optionally an older build's ops server and bench, for an A/B.
 #
-#   tournament/many_cores/make_kit.sh BUILD KIT [BEFORE_BUILD]
+#   tournament/many_cores/make_bundle.sh BUILD BUNDLE [BEFORE_BUILD]
 #     BUILD         a build folder with -DCMAKE_BUILD_TYPE=Release -DEVLOOP_BUILD_BENCH=ON
-#     KIT           the folder to write (replaced)
+#     BUNDLE        the folder to write (replaced)
 #     BEFORE_BUILD  another such build: its net_server_evloop_ops and evloop_bench go in
 #                   as net_server_evloop_ops_before and evloop_bench_before
 set -eu
 build=$1
-kit=$2
+bundle=$2
 before=${3:-}
-command -v wrk >/dev/null || { echo "make_kit: wrk not found (apt-get install wrk)" >&2; exit 1; }
-rm -rf "$kit"
-mkdir -p "$kit/bin" "$kit/lib"
+command -v wrk >/dev/null ||
+    { echo "make_bundle: wrk not found (apt-get install wrk)" >&2; exit 1; }
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/lib"
 for b in bench/evloop_bench tournament/net/net_server_evloop tournament/net/net_server_evloop_ops \
          tournament/net/net_server_libev tournament/net/net_server_libuv \
          tournament/net/net_server_evloop_offload tournament/net/net_server_libev_offload \
          tournament/net/net_server_libuv_offload tournament/net/net_server_libuv_queue_work; do
-    [ -x "$build/$b" ] || { echo "make_kit: $build/$b not built" >&2; exit 1; }
-    cp "$build/$b" "$kit/bin/"
+    [ -x "$build/$b" ] || { echo "make_bundle: $build/$b not built" >&2; exit 1; }
+    cp "$build/$b" "$bundle/bin/"
 done
-cp "$(command -v wrk)" "$kit/bin/"
+cp "$(command -v wrk)" "$bundle/bin/"
 if [ -n "$before" ]; then
-    cp "$before/tournament/net/net_server_evloop_ops" "$kit/bin/net_server_evloop_ops_before"
-    cp "$before/bench/evloop_bench" "$kit/bin/evloop_bench_before"
+    cp "$before/tournament/net/net_server_evloop_ops" "$bundle/bin/net_server_evloop_ops_before"
+    cp "$before/bench/evloop_bench" "$bundle/bin/evloop_bench_before"
 fi
-for b in "$kit"/bin/*; do
+for b in "$bundle"/bin/*; do
     ldd "$b" | awk '/=>/ { print $3 } /ld-linux/ { print $1 }'
 done | sort -u | while read -r lib; do
-    cp -L "$lib" "$kit/lib/"
+    cp -L "$lib" "$bundle/lib/"
 done
-cp "$(dirname "$0")/run.sh" "$kit/"
-echo "make_kit: $kit ($(du -sh "$kit" | cut -f1)); run it there as: OUT=DIR $kit/run.sh"
+cp "$(dirname "$0")/run.sh" "$bundle/"
+echo "make_bundle: $bundle ($(du -sh "$bundle" | cut -f1)); run it there as: OUT=DIR $bundle/run.sh"
