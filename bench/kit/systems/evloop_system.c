@@ -2,7 +2,7 @@
  * once per ingress variant with BENCH_EVLOOP_VARIANT=arena|chunk and links each copy with
  * its own libevloop_<variant>.a into one relocatable object in which only
  * bench_system_evloop_<variant> stays global, so both variants live in one binary. The
- * Python experiment kit compiles it with BENCH_EVLOOP_C_API=1 instead: see below. */
+ * Python benchmark subpackage compiles it with BENCH_EVLOOP_C_API=1 instead: see below. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -21,10 +21,10 @@
 #define STR(a) STR2(a)
 #define SYSTEM_SYMBOL CAT(bench_system_evloop_, BENCH_EVLOOP_VARIANT)
 
-/* With BENCH_EVLOOP_C_API=1 (the Python kit, evloop.bench._kernels) the adapter links no
+/* With BENCH_EVLOOP_C_API=1 (the Python kernels module, evloop.bench._kernels) the adapter links no
  * library: it calls the evloop_* functions of the loop module of its variant, evloop._arena or
  * evloop._chunk, through the table that module hands over (bindings/python/src/c_api.h), which
- * the kit's module init stores in bench_evloop_c_api_<variant>. A Python process then holds
+ * that module's init stores in bench_evloop_c_api_<variant>. A Python process then holds
  * one copy of each variant, the one its loops run; the price is one load and an indirect
  * call per library call, beside the indirect call through struct bench_system that every
  * system pays. The macros keep the calls below spelled as the API's. */

@@ -1,4 +1,4 @@
-"""An experiment with evloop's experiment kit (evloop.bench): how the spin window before
+"""An experiment with evloop's benchmark subpackage (evloop.bench): how the spin window before
 the loop sleeps changes the latency of a hand-off to an idle loop, for both ingress variants.
 
 The C kernel PingPongLatency, shape "cold", pauses between round trips so that the loop has

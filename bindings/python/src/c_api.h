@@ -4,7 +4,7 @@
  * loops of a variant calls through this table instead of linking a second copy of the library:
  * one copy per variant and process (no second set of its thread-locals, which are
  * initial-exec and live in glibc's small static TLS surplus), and the very code the loop
- * module runs. The experiment kit's kernels module (evloop.bench._kernels) is such a caller.
+ * module runs. The benchmark subpackage's kernels module (evloop.bench._kernels) is such a caller.
  * Plain C, so C and C++ include it; each entry has its function's own type (__typeof__). */
 #ifndef EVLOOP_PY_C_API_H
 #define EVLOOP_PY_C_API_H

@@ -28,10 +28,10 @@ def test_every_benchmark_module_lives_in_the_experiment_subpackage():
     pkg = os.path.dirname(os.path.abspath(evloop.__file__))
     outside = sorted(n for n in os.listdir(pkg) if "bench" in n or "tournament" in n)
     assert outside == ["bench"]
-    kit = os.listdir(os.path.join(pkg, "bench"))
-    assert {"kernels.py", "tournament.py", "aio.py"} <= set(kit)
-    assert "_kit" not in kit  # tournament/ stays in the checkout
-    assert any(n.startswith("_kernels.") and n.endswith(".so") for n in kit)
+    files = os.listdir(os.path.join(pkg, "bench"))
+    assert {"kernels.py", "tournament.py", "aio.py"} <= set(files)
+    assert "_kit" not in files  # tournament/ stays in the checkout
+    assert any(n.startswith("_kernels.") and n.endswith(".so") for n in files)
     assert bench.run.__module__ == "evloop.bench.kernels"
 
 

@@ -1,4 +1,4 @@
-"""evloop.bench: the experiment kit, the API for scripting experiments on evloop.
+"""evloop.bench: the benchmark subpackage, the API for scripting experiments on evloop.
 
 One subpackage with everything that measures; the loop modules (``evloop._arena``,
 ``evloop._chunk``) carry no benchmark code and never import it.

@@ -1,4 +1,4 @@
-// evloop.bench._kernels, the experiment kit's extension module: runs bench/'s benchmark
+// evloop.bench._kernels, the benchmark subpackage's extension module: runs bench/'s benchmark
 // kernels (bench/kit/kernels/, the ones the google-benchmark families run) from Python, with
 // no Python in the timed path (the GIL is released for the whole run). CMakeLists.txt builds
 // it once, with every system it can have: the hardware floors, and evloop in both ingress
