@@ -124,7 +124,7 @@ def _on_evloop(main):
 
 @pytest.mark.parametrize("mode", ["protocol", "streams", "sock"])
 def test_the_echo_server_echoes_in_each_mode_and_reports_each_close(mode):
-    """start_echo_server, the echo families' server (and tools/echo_instructions.py's): two
+    """start_echo_server, the echo families' server (and measure/echo_instructions.py's): two
     clients' bytes come back whole, and closed() runs once per connection that ends."""
 
     async def main():

@@ -16,7 +16,7 @@ from evloop import bench
 from conftest import COMBOS, COMBO_IDS
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-TOOLS = os.path.join(os.path.dirname(__file__), "..", "tools")
+MEASURE = os.path.join(os.path.dirname(__file__), "..", "measure")
 
 
 def test_the_loop_modules_carry_no_benchmark_code():
@@ -156,13 +156,13 @@ def test_example_experiment_runs():
     assert "adaptive" in out and "chunk" in out
 
 
-def test_tool_flood_variants_runs():
-    out = run_script(os.path.join(TOOLS, "flood_variants.py"), "--rounds", "1",
+def test_measure_flood_variants_runs():
+    out = run_script(os.path.join(MEASURE, "flood_variants.py"), "--rounds", "1",
                      "--iterations", "1", "--tasks", "5000", "--producers", "1,4")
     assert "chunk/arena" in out
 
 
-def test_tool_roundtrip_runs():
-    out = run_script(os.path.join(TOOLS, "roundtrip.py"), "--n", "200", "--rounds", "1",
+def test_measure_roundtrip_runs():
+    out = run_script(os.path.join(MEASURE, "roundtrip.py"), "--n", "200", "--rounds", "1",
                      "--flood", "2000")
     assert "evloop-arena" in out and "asyncio" in out

@@ -379,7 +379,7 @@ async def start_echo_server(mode: str, closed: Optional[Callable[[], None]] = No
     "sock" (sock_accept, then sock_recv / sock_sendall per connection), or "datagram" (a
     DatagramProtocol on UDP, echoing each datagram to its sender). closed(), when given, is
     called as each connection ends (datagram: as each client sends an empty datagram).
-    Returns its port and a coroutine function that stops it (tools/echo_instructions.py runs
+    Returns its port and a coroutine function that stops it (measure/echo_instructions.py runs
     the same server under callgrind)."""
     loop = asyncio.get_running_loop()
 

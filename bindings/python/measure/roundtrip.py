@@ -13,7 +13,7 @@ the same N callbacks handed over with Loop.submit_batch, --batch at a time (one 
 the same callable, built once). The last lines compare with uvloop, against the targets
 of issue 14: flood <= 0.5x uvloop's, batch <= 0.3x, round-trip p50 <= 1.0x.
 
-    python bindings/python/tools/roundtrip.py [--n 20000] [--rounds 5] [--flood 200000]
+    python bindings/python/measure/roundtrip.py [--n 20000] [--rounds 5] [--flood 200000]
 
 uvloop is optional (pip install uvloop); without it its rows are skipped.
 """

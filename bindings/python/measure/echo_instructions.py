@@ -5,8 +5,8 @@ under callgrind twice, for FEW and MANY round trips per client; (Ir(MANY) - Ir(F
 (10 * (MANY - FEW)) is the cost of one message echoed, with start-up and shutdown cancelled
 out. The clients are a separate process, not counted.
 
-    python tools/echo_instructions.py [--loops evloop,uvloop,asyncio] [--mode protocol]
-                                      [--few 200 --many 600]
+    python bindings/python/measure/echo_instructions.py [--loops evloop,uvloop,asyncio]
+        [--mode protocol] [--few 200 --many 600]
 
 Needs valgrind, the evloop package (its echo server, evloop.bench.aio.start_echo_server, runs
 for every loop), and uvloop for its row. Prints one line per loop.

@@ -5,7 +5,7 @@ Runs the C kernels PingPong (one producer floods 100k tasks per round) and Multi
 from round to round, and prints ns per task (median across rounds, and the spread) and
 the ratio chunk / arena. No Python runs in the timed path.
 
-    python bindings/python/tools/flood_variants.py [--rounds 5] [--producers 1,10,100]
+    python bindings/python/measure/flood_variants.py [--rounds 5] [--producers 1,10,100]
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The asyncio loop's own costs (issue 30): an iteration, a timer, a task hand-over, a
 connection, on each loop, each run in a fresh process.
 
-    python tools/loop_costs.py rounds WORK N [--rounds 5] [--loops uvloop,evloop]
-    python tools/loop_costs.py callgrind WORK N1 N2 [--loops uvloop,evloop]
-    python tools/loop_costs.py run LOOP WORK N
+    python bindings/python/measure/loop_costs.py rounds WORK N [--rounds 5] [--loops uvloop,evloop]
+    python bindings/python/measure/loop_costs.py callgrind WORK N1 N2 [--loops uvloop,evloop]
+    python bindings/python/measure/loop_costs.py run LOOP WORK N
 
 WORK: ``chain`` (N call_soon, each callback scheduling the next: one handle per iteration;
 ns per iteration), ``timers`` (N call_later spread over 0-1 ms, timed until the last fired;

@@ -3,8 +3,8 @@ client process, so the figure is the loop's and the kernel's, not a client's): a
 with one task echoing through loop.sock_recv / loop.sock_sendall and the other sending and
 receiving 1 KiB N times (the round trip), then M add_reader + remove_reader pairs on one fd.
 
-    python tools/sock_costs.py [--loops evloop,uvloop,asyncio] [--rounds 2] [-n 20000]
-                               [-m 100000]
+    python bindings/python/measure/sock_costs.py [--loops evloop,uvloop,asyncio] [--rounds 2]
+        [-n 20000] [-m 100000]
 
 Rounds interleave the loops. Needs the evloop package (evloop.bench.aio.run_on makes each
 loop) and uvloop for its row. Prints one line per loop and round.
