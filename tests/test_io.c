@@ -89,26 +89,46 @@ static void watch_fire(void *arg, int fd, unsigned events)
     atomic_fetch_add(&w->calls, 1);
 }
 
-static void test_readable_callback_runs_when_a_pipe_has_data(void **state)
+/* A readable fd gets its callback each time data arrives, and never WRITABLE, whether its
+ * number is low or high. One cmocka test a row, named in main(). */
+struct readable_case {
+    const char *name; /* for messages */
+    int min_fd;       /* 0: the pipe's own read end; else a dup of it at or above this */
+};
+
+static struct readable_case low_fd = {"a pipe's own read end", 0};
+static struct readable_case high_fd = {"a dup of a pipe's read end at 1000 or above", 1000};
+
+static void readable_fd_gets_its_callback(void **state)
 {
-    (void)state;
+    const struct readable_case *c = *state;
     evloop *loop = test_loop_new(NULL);
     int p[2];
     test_pipe(p);
+    int fd = c->min_fd ? fcntl(p[0], F_DUPFD_CLOEXEC, c->min_fd) : p[0];
+    if (fd < 0) {
+        test_loop_free(loop);
+        close(p[0]);
+        close(p[1]);
+        print_message("# %s: no such fd (RLIMIT_NOFILE too low)\n", c->name);
+        skip();
+    }
     struct watch w;
-    watch_init(&w, loop, p[0]);
+    watch_init(&w, loop, fd);
     w.drain = true;
     struct test_runner r;
     test_runner_start(&r, loop);
-    assert_rc(evloop_io_add(loop, p[0], EVLOOP_READABLE, watch_fire, &w), 0);
+    assert_rc(evloop_io_add(loop, fd, EVLOOP_READABLE, watch_fire, &w), 0);
     test_write_byte(p[1]);
     assert_true(wait_for_count(&w.readable, 1));
     test_write_byte(p[1]); /* and again: the registration stays */
     assert_true(wait_for_count(&w.readable, 2));
-    assert_rc(evloop_io_remove(loop, p[0]), 0);
+    assert_rc(evloop_io_remove(loop, fd), 0);
     test_runner_stop(&r);
     assert_int_equal(atomic_load(&w.writable), 0);
     test_loop_free(loop);
+    if (fd != p[0])
+        close(fd);
     close(p[0]);
     close(p[1]);
 }
@@ -272,7 +292,7 @@ static void rival_fire(void *arg, int fd, unsigned events)
     atomic_fetch_add(&v->any, 1);
 }
 
-static void removal_inside_another_callback(bool reuse)
+static void removal_round(bool reuse)
 {
     evloop *loop = test_loop_new(NULL);
     struct rival *v = &g_rival;
@@ -318,19 +338,16 @@ static void removal_inside_another_callback(bool reuse)
     }
 }
 
-static void
-test_fd_removed_inside_another_fds_callback_while_both_are_ready_gets_no_callback(void **state)
-{
-    (void)state;
-    for (int round = 0; round < 20; round++)
-        removal_inside_another_callback(false);
-}
+/* The initial states of removal_inside_another_callback, a row each in main(): the first
+ * callback only removes the other fd, or also closes it and registers a fresh pipe that likely
+ * takes its number. */
+static bool only_removed = false, removed_and_reused = true;
 
-static void test_fd_number_reused_inside_a_callback_gets_no_stale_readiness(void **state)
+static void removal_inside_another_callback(void **state)
 {
-    (void)state;
+    bool reuse = *(const bool *)*state;
     for (int round = 0; round < 20; round++)
-        removal_inside_another_callback(true);
+        removal_round(reuse);
 }
 
 /* ---- more -------------------------------------------------------------------------------------
@@ -407,35 +424,6 @@ static void test_many_fds_each_get_their_own_callback_argument_and_fd(void **sta
         close(g_many.p[i][1]);
     }
     test_loop_free(loop);
-}
-
-static void test_high_fd_numbers_are_watched_like_low_ones(void **state)
-{
-    (void)state;
-    evloop *loop = test_loop_new(NULL);
-    int p[2];
-    test_pipe(p);
-    int high = fcntl(p[0], F_DUPFD_CLOEXEC, 1000);
-    if (high < 0) {
-        test_loop_free(loop);
-        close(p[0]);
-        close(p[1]);
-        skip(); /* RLIMIT_NOFILE below 1001 */
-    }
-    struct watch w;
-    watch_init(&w, loop, high);
-    w.drain = true;
-    struct test_runner r;
-    test_runner_start(&r, loop);
-    assert_rc(evloop_io_add(loop, high, EVLOOP_READABLE, watch_fire, &w), 0);
-    test_write_byte(p[1]);
-    assert_true(wait_for_count(&w.readable, 1));
-    assert_rc(evloop_io_remove(loop, high), 0);
-    test_runner_stop(&r);
-    test_loop_free(loop);
-    close(high);
-    close(p[0]);
-    close(p[1]);
 }
 
 static void test_fds_registered_at_stop_are_released_but_never_closed(void **state)
@@ -549,16 +537,19 @@ test_fd_added_and_last_fd_removed_from_another_thread_switch_the_sleep_mode(void
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_readable_callback_runs_when_a_pipe_has_data),
+        {"test_readable_callback_runs_when_a_pipe_has_data", readable_fd_gets_its_callback, NULL,
+         NULL, &low_fd},
         cmocka_unit_test(test_writable_callback_runs_for_a_writable_socket),
         cmocka_unit_test(test_modify_switches_the_watched_events_both_ways),
         cmocka_unit_test(test_fd_removed_from_another_thread_gets_no_callback_started_after),
-        cmocka_unit_test(
-            test_fd_removed_inside_another_fds_callback_while_both_are_ready_gets_no_callback),
-        cmocka_unit_test(test_fd_number_reused_inside_a_callback_gets_no_stale_readiness),
+        {"test_fd_removed_inside_another_fds_callback_while_both_are_ready_gets_no_callback",
+         removal_inside_another_callback, NULL, NULL, &only_removed},
+        {"test_fd_number_reused_inside_a_callback_gets_no_stale_readiness",
+         removal_inside_another_callback, NULL, NULL, &removed_and_reused},
         cmocka_unit_test(test_peer_hang_up_is_reported),
         cmocka_unit_test(test_many_fds_each_get_their_own_callback_argument_and_fd),
-        cmocka_unit_test(test_high_fd_numbers_are_watched_like_low_ones),
+        {"test_high_fd_numbers_are_watched_like_low_ones", readable_fd_gets_its_callback, NULL,
+         NULL, &high_fd},
         cmocka_unit_test(test_fds_registered_at_stop_are_released_but_never_closed),
         cmocka_unit_test(
             test_fd_added_and_last_fd_removed_from_another_thread_switch_the_sleep_mode),
