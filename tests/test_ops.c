@@ -1024,6 +1024,20 @@ static void test_accepts_failing_at_once_do_not_starve_the_rest_of_the_loop(void
     assert_true(atomic_load(&c.at_task) <= 1000);
 }
 
+/* The provider modes the whole group runs in, one pass each, unless EVLOOP_OPS names one: the
+ * backend's own way (native, or the emulation), then the core's native path over the
+ * emulation (results held back to the next wait, sends cut into 1000-byte starts), and on
+ * io_uring, whose ops may be native, the emulation too. */
+static const struct ops_mode {
+    const char *group;      /* cmocka's name for the pass */
+    const char *evloop_ops; /* EVLOOP_OPS for it; NULL: left unset */
+    const char *only_on;    /* the one EVLOOP_BACKEND it runs on; NULL: every backend */
+} ops_modes[] = {
+    {"ops", NULL, NULL},
+    {"ops, EVLOOP_OPS=native-sim", "native-sim", NULL},
+    {"ops, EVLOOP_OPS=emulate", "emulate", "io_uring"},
+};
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1069,16 +1083,15 @@ int main(void)
     const char *mode = getenv("EVLOOP_OPS");
     if (mode && *mode) /* one mode asked for */
         return cmocka_run_group_tests_name("ops", tests, NULL, NULL);
-    /* The backend's own way (native, or the emulation), then the core's native path over
-     * the emulation (results held back to the next wait, sends cut into 1000-byte starts),
-     * and on io_uring, whose ops may be native, the emulation too. */
-    int failed = cmocka_run_group_tests_name("ops", tests, NULL, NULL);
-    setenv("EVLOOP_OPS", "native-sim", 1);
-    failed += cmocka_run_group_tests_name("ops, EVLOOP_OPS=native-sim", tests, NULL, NULL);
     const char *backend = getenv("EVLOOP_BACKEND");
-    if (backend && strcmp(backend, "io_uring") == 0) {
-        setenv("EVLOOP_OPS", "emulate", 1);
-        failed += cmocka_run_group_tests_name("ops, EVLOOP_OPS=emulate", tests, NULL, NULL);
+    int failed = 0;
+    for (size_t i = 0; i < sizeof ops_modes / sizeof ops_modes[0]; i++) {
+        const struct ops_mode *m = &ops_modes[i];
+        if (m->only_on && !(backend && strcmp(backend, m->only_on) == 0))
+            continue;
+        if (m->evloop_ops)
+            setenv("EVLOOP_OPS", m->evloop_ops, 1);
+        failed += cmocka_run_group_tests_name(m->group, tests, NULL, NULL);
     }
     return failed;
 }
