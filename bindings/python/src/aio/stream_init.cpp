@@ -101,95 +101,128 @@ int set_nodelay(PyObject *sock, int fd)
     return 0;
 }
 
-// The stores and calls of the stdlib's construction, in its order (the comment atop).
-int construct(PyObject *self, PyObject *loop, PyObject *sock, PyObject *protocol,
-              PyObject *waiter, PyObject *extra, PyObject *server)
+// The stdlib's construction, one function per __init__ it runs (and set_protocol), each
+// making that method's stores and calls in its order and calling the one above it where it
+// calls super().__init__. Each returns 0 or a new reference, or -1 or nullptr with an
+// exception set.
+
+// BaseTransport.__init__: self._extra = extra, a new dict where extra is None. Returns the
+// dict stored.
+PyObject *base_transport_init(PyObject *self, PyObject *extra)
 {
-    // _SelectorSocketTransport.__init__, before its super().__init__
-    if (put(self, gi.s_read_ready_cb, Py_NewRef(Py_None)) < 0)
-        return -1;
-    // BaseTransport.__init__ and _FlowControlMixin.__init__ (_set_write_buffer_limits())
     extra = extra == Py_None ? PyDict_New() : Py_NewRef(extra);
-    if (!extra)
+    if (extra && put(self, gi.s_extra, Py_NewRef(extra)) < 0)
+        Py_CLEAR(extra);
+    return extra;
+}
+
+// _FlowControlMixin.__init__: BaseTransport.__init__, then _loop, _protocol_paused and what
+// _set_write_buffer_limits() stores. Returns the dict stored as _extra.
+PyObject *flow_control_mixin_init(PyObject *self, PyObject *extra, PyObject *loop)
+{
+    extra = base_transport_init(self, extra);
+    if (extra && (put(self, gi.s_loop, Py_NewRef(loop)) < 0 ||
+                  put(self, gi.s_protocol_paused, Py_NewRef(Py_False)) < 0 ||
+                  put(self, gi.s_high_water, Py_NewRef(gi.high_water)) < 0 ||
+                  put(self, gi.s_low_water, Py_NewRef(gi.low_water)) < 0))
+        Py_CLEAR(extra);
+    return extra;
+}
+
+// extra[key] = v, v a new reference (or nullptr: an exception is set): 0, or -1.
+int put_item(PyObject *extra, PyObject *key, PyObject *v)
+{
+    if (!v)
         return -1;
+    int r = PyObject_SetItem(extra, key, v);
+    Py_DECREF(v);
+    return r;
+}
+
+// _SelectorSocketTransport.set_protocol (the read callback for the protocol's kind), then
+// _SelectorTransport.set_protocol (_protocol, _protocol_connected).
+int set_protocol(PyObject *self, PyObject *protocol)
+{
+    int buffered = PyObject_IsInstance(protocol, gi.buffered);
+    if (buffered < 0 ||
+        put(self, gi.s_read_ready_cb,
+            PyObject_GetAttr(self, buffered ? gi.s_get_buffer_cb : gi.s_data_received_cb)) < 0 ||
+        put(self, gi.s_protocol, Py_NewRef(protocol)) < 0 ||
+        put(self, gi.s_protocol_connected, Py_NewRef(Py_True)) < 0)
+        return -1;
+    return 0;
+}
+
+// _SelectorTransport.__init__: _FlowControlMixin.__init__, the socket and its addresses in
+// _extra, _sock, _sock_fd, set_protocol, the server, the buffer, server._attach and
+// loop._transports[fd] = self. Returns _sock_fd, the int object sock.fileno() gave.
+PyObject *selector_transport_init(PyObject *self, PyObject *loop, PyObject *sock,
+                                  PyObject *protocol, PyObject *extra, PyObject *server)
+{
+    extra = flow_control_mixin_init(self, extra, loop);
+    if (!extra)
+        return nullptr;
+    int e = put_item(extra, gi.s_socket, PyObject_CallOneArg(gi.transport_socket, sock));
+    if (e == 0)
+        e = put_item(extra, gi.s_sockname, address_or_none(sock, gi.s_getsockname));
+    int has = e < 0 ? -1 : PySequence_Contains(extra, gi.s_peername);
+    if (has == 0)
+        e = put_item(extra, gi.s_peername, address_or_none(sock, gi.s_getpeername));
+    Py_DECREF(extra);
     PyObject *fd_o = nullptr;
-    int r = -1;
-    if (put(self, gi.s_extra, Py_NewRef(extra)) < 0 || put(self, gi.s_loop, Py_NewRef(loop)) < 0 ||
-        put(self, gi.s_protocol_paused, Py_NewRef(Py_False)) < 0 ||
-        put(self, gi.s_high_water, Py_NewRef(gi.high_water)) < 0 ||
-        put(self, gi.s_low_water, Py_NewRef(gi.low_water)) < 0)
-        goto out;
-    // _SelectorTransport.__init__
-    {
-        PyObject *v = PyObject_CallOneArg(gi.transport_socket, sock);
-        int e = v ? PyObject_SetItem(extra, gi.s_socket, v) : -1;
-        Py_XDECREF(v);
-        if (e < 0)
-            goto out;
-        v = address_or_none(sock, gi.s_getsockname);
-        e = v ? PyObject_SetItem(extra, gi.s_sockname, v) : -1;
-        Py_XDECREF(v);
-        if (e < 0)
-            goto out;
-        int has = PySequence_Contains(extra, gi.s_peername);
-        if (has < 0)
-            goto out;
-        if (!has) {
-            v = address_or_none(sock, gi.s_getpeername);
-            e = v ? PyObject_SetItem(extra, gi.s_peername, v) : -1;
-            Py_XDECREF(v);
-            if (e < 0)
-                goto out;
-        }
-    }
-    if (put(self, gi.s_sock, Py_NewRef(sock)) < 0 ||
+    if (has < 0 || e < 0 || put(self, gi.s_sock, Py_NewRef(sock)) < 0 ||
         !(fd_o = PyObject_CallMethodNoArgs(sock, gi.s_fileno)) ||
         put(self, gi.s_sock_fd, Py_NewRef(fd_o)) < 0 ||
-        put(self, gi.s_protocol_connected, Py_NewRef(Py_False)) < 0)
-        goto out;
-    {
-        // _SelectorSocketTransport.set_protocol, then _SelectorTransport.set_protocol
-        int buffered = PyObject_IsInstance(protocol, gi.buffered);
-        if (buffered < 0 ||
-            put(self, gi.s_read_ready_cb,
-                PyObject_GetAttr(self, buffered ? gi.s_get_buffer_cb : gi.s_data_received_cb)) <
-                0 ||
-            put(self, gi.s_protocol, Py_NewRef(protocol)) < 0 ||
-            put(self, gi.s_protocol_connected, Py_NewRef(Py_True)) < 0)
-            goto out;
-    }
-    if (put(self, gi.s_server, Py_NewRef(server)) < 0 ||
+        put(self, gi.s_protocol_connected, Py_NewRef(Py_False)) < 0 ||
+        set_protocol(self, protocol) < 0 || put(self, gi.s_server, Py_NewRef(server)) < 0 ||
         put(self, gi.s_buffer, PyObject_CallNoArgs(gi.buffer_factory)) < 0 ||
         put(self, gi.s_conn_lost, PyLong_FromLong(0)) < 0 ||
         put(self, gi.s_closing, Py_NewRef(Py_False)) < 0 ||
         (gi.paused == gi.kPausedBase && put(self, gi.s_paused, Py_NewRef(Py_False)) < 0))
-        goto out;
+        goto fail;
     if (server != Py_None) {
         PyObject *v = gi.attach_self ? PyObject_CallMethodOneArg(server, gi.s_attach, self)
                                      : PyObject_CallMethodNoArgs(server, gi.s_attach);
         if (!v)
-            goto out;
+            goto fail;
         Py_DECREF(v);
     }
     {
         PyObject *transports = PyObject_GetAttr(loop, gi.s_transports);
-        int e = transports ? PyObject_SetItem(transports, fd_o, self) : -1;
+        e = transports ? PyObject_SetItem(transports, fd_o, self) : -1;
         Py_XDECREF(transports);
         if (e < 0)
-            goto out;
+            goto fail;
     }
-    // _SelectorSocketTransport.__init__, after its super().__init__
+    return fd_o;
+fail:
+    Py_XDECREF(fd_o);
+    return nullptr;
+}
+
+// _SelectorSocketTransport.__init__: _read_ready_cb, _SelectorTransport.__init__, _eof,
+// _empty_waiter, _write_ready, _set_nodelay, then loop.call_soon for connection_made, the
+// reader and the waiter.
+int selector_socket_transport_init(PyObject *self, PyObject *loop, PyObject *sock,
+                                   PyObject *protocol, PyObject *waiter, PyObject *extra,
+                                   PyObject *server)
+{
+    if (put(self, gi.s_read_ready_cb, Py_NewRef(Py_None)) < 0)
+        return -1;
+    PyObject *fd_o = selector_transport_init(self, loop, sock, protocol, extra, server);
+    if (!fd_o)
+        return -1;
+    int r = -1;
+    long fd = 0;
     if (put(self, gi.s_eof, Py_NewRef(Py_False)) < 0 ||
         (gi.paused == gi.kPausedSocket && put(self, gi.s_paused, Py_NewRef(Py_False)) < 0) ||
         put(self, gi.s_empty_waiter, Py_NewRef(Py_None)) < 0 ||
         (gi.write_ready &&
          put(self, gi.s_write_ready, PyObject_GetAttr(self, gi.write_ready)) < 0))
         goto out;
-    {
-        long fd = PyLong_AsLong(fd_o);
-        if ((fd == -1 && PyErr_Occurred()) || set_nodelay(sock, int(fd)) < 0)
-            goto out;
-    }
+    fd = PyLong_AsLong(fd_o);
+    if ((fd == -1 && PyErr_Occurred()) || set_nodelay(sock, int(fd)) < 0)
+        goto out;
     {
         PyObject *made = PyObject_GetAttr(protocol, gi.s_connection_made);
         PyObject *a[2] = {made, self};
@@ -211,8 +244,7 @@ int construct(PyObject *self, PyObject *loop, PyObject *sock, PyObject *protocol
     }
     r = 0;
 out:
-    Py_XDECREF(fd_o);
-    Py_DECREF(extra);
+    Py_DECREF(fd_o);
     return r;
 }
 
@@ -240,7 +272,7 @@ PyObject *stream_init(PyObject *self, PyObject *const *args, Py_ssize_t n, PyObj
                            : (PyErr_SetString(PyExc_RuntimeError, "_aio_stream_init_setup "
                                                                   "was not called"),
                               nullptr);
-    if (construct(self, v[0], v[1], v[2], v[3], v[4], v[5]) < 0)
+    if (selector_socket_transport_init(self, v[0], v[1], v[2], v[3], v[4], v[5]) < 0)
         return nullptr;
     Py_RETURN_NONE;
 }
