@@ -32,7 +32,7 @@ import time
 import tournament_plots as plots
 import tournament_report as report
 import tournament_run as run
-from machine_load import BUSY
+from net.machine_load import BUSY
 
 # tournament/: this file is tournament/tournament.py; the results, tournament/net and the
 # default build folder (build-bench at the top of the checkout) are found from there.

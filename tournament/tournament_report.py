@@ -11,7 +11,7 @@ import statistics
 import subprocess
 import sys
 
-from machine_load import BUSY
+from net.machine_load import BUSY
 
 # tournament/ (this file is tournament/tournament_report.py): the network family's command
 # (tournament/net/run_net.py), whose section joins the report, is found from there.

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from machine_load import BUSY, children_cpu_seconds, cpu_busy_seconds, foreign_load
+from net.machine_load import BUSY, children_cpu_seconds, cpu_busy_seconds, foreign_load
 from tournament_report import parse_name
 
 # tournament/ (this file is tournament/tournament_run.py): tournament/net/run_net.py is found from

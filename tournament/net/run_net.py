@@ -39,15 +39,11 @@ import json
 import os
 import sys
 
-# The machine-load helpers, shared with the tournament (tournament/machine_load.py), which the
-# parts import as a top-level module.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from machine_load import BUSY  # noqa: E402
-from net_clients import fmt_failures, run_failures  # noqa: E402
-from net_plots import make_offload_plot, make_plot, make_py_plot  # noqa: E402
-from net_pyservers import PY_BASELINE, PY_SYSTEMS, py_targets  # noqa: E402
-from net_report import (failed_runs, headline, offload_headline, py_headline,  # noqa: E402
-                        section)
+from machine_load import BUSY
+from net_clients import fmt_failures, run_failures
+from net_plots import make_offload_plot, make_plot, make_py_plot
+from net_pyservers import PY_BASELINE, PY_SYSTEMS, py_targets
+from net_report import failed_runs, headline, offload_headline, py_headline, section
 from net_rounds import measure  # noqa: E402
 from net_summary import evaluate_targets, summarize  # noqa: E402
 from net_systems import FULL, OFFLOAD_BASELINES, QUICK, SYSTEMS, case_label  # noqa: E402

@@ -1,7 +1,7 @@
 """How busy the machine is: the CPU other processes use while a benchmark runs.
 
-Shared by the tournament (tournament/tournament_run.py) and the network family
-(tournament/net/run_net.py): both wait for a quiet machine, measure what other processes used
+Shared by the network family (run_net.py, beside it) and the tournament
+(tournament/tournament_run.py, which imports it as net.machine_load, one folder up): both wait for a quiet machine, measure what other processes used
 during a run, and run a disturbed run again. On a 2-core machine a spinning benchmark is
 set by whatever else holds a core. Linux /proc only; Python 3 standard library.
 """
