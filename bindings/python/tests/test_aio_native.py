@@ -565,6 +565,119 @@ def test_call_soon_from_another_thread_is_queued_and_runs(aloop):
     assert seen == [1]
 
 
+_who = contextvars.ContextVar("who", default=None)
+
+
+def test_bursts_of_threadsafe_calls_from_threads_run_each_in_its_own_context_copy(aloop):
+    """Bursts from four threads, each far past what a loop of one idle process keeps of its
+    handles (the second burst is made of handles the first left): each callback runs in a
+    copy of its thread's context taken at the call, a copy of its own (a callback's set is
+    not seen by the next), a handle cancelled before it runs never runs, and a handle made
+    from a thread answers repr() and cancel() as any other."""
+    per, threads = 3000, 4
+    seen = []
+
+    def cb(tag, i):
+        seen.append((tag, i, _who.get()))
+        _who.set(("leaked", tag, i))  # into this handle's copy only
+
+    def producer(tag, out):
+        _who.set(tag)
+        for i in range(per):
+            h = aloop.call_soon_threadsafe(cb, tag, i)
+            if i % 7 == 3:
+                h.cancel()
+            if i == 5:
+                out.append(h)
+        _who.set("changed after the calls")
+
+    for burst in range(2):
+        del seen[:]
+        made = []
+        ts = [threading.Thread(target=producer, args=((burst, t), made)) for t in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        aloop.call_soon(aloop.stop)
+        aloop.run_forever()
+        want = sorted(((burst, t), i, (burst, t)) for t in range(threads) for i in range(per)
+                      if i % 7 != 3)
+        assert sorted(seen) == want
+        assert all(isinstance(h, asyncio.Handle) and "cb" in repr(h) for h in made)
+    assert _who.get() is None
+
+
+_GIVEN_BACK = """
+import asyncio, gc, sys, threading, evloop
+loop = evloop.new_event_loop()
+def calls(n):
+    t = threading.Thread(target=lambda: [loop.call_soon_threadsafe(int) for _ in range(n)])
+    t.start()
+    t.join()
+async def burst_then_wait(n):
+    calls(n)
+    await asyncio.sleep(0)  # they run
+    await asyncio.sleep(0.001)  # an iteration that waits, the loop still running
+    gc.collect()
+    return sys.getallocatedblocks()
+def burst_then_stop(n):
+    calls(n)
+    loop.call_soon(loop.stop)
+    loop.run_forever()  # they run, then the loop stops
+    gc.collect()
+    return sys.getallocatedblocks()
+if sys.argv[1] == "wait":
+    loop.run_until_complete(burst_then_wait(100))
+    before = loop.run_until_complete(burst_then_wait(100))
+    print(loop.run_until_complete(burst_then_wait(20_000)) - before)
+else:
+    before = burst_then_stop(100)
+    print(burst_then_stop(20_000) - before)
+loop.close()
+"""
+
+
+@pytest.mark.parametrize("then", ["wait", "stop"])
+def test_a_burst_of_handles_is_given_back_once_the_loop_waits_or_stops(then):
+    """The handles a burst leaves are kept for the next burst only while the loop is busy:
+    after an iteration that waits, or once the loop stops, the process holds no more of them
+    than before the burst (in a fresh process, where nothing kept any before)."""
+    rc, out, err = _child(_GIVEN_BACK, then)
+    assert rc == 0, err
+    assert int(out) < 2_000, out
+
+
+def test_threadsafe_calls_racing_close_are_refused_once_closed(aloop):
+    """A thread calling call_soon_threadsafe while the loop runs, stops and closes: every
+    call before the close is queued, every one after it raises the stdlib's RuntimeError."""
+    errors = []
+    calls = [0]
+    started = threading.Event()
+
+    def producer():
+        while True:
+            try:
+                aloop.call_soon_threadsafe(int)
+            except RuntimeError as e:
+                errors.append(str(e))
+                return
+            calls[0] += 1
+            started.set()
+
+    t = threading.Thread(target=producer)
+    t.start()
+    started.wait(30)
+    aloop.call_later(0.01, aloop.stop)
+    aloop.run_forever()
+    aloop.close()
+    t.join(30)
+    assert not t.is_alive()
+    assert errors == ["Event loop is closed"] and calls[0] > 0
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        aloop.call_soon_threadsafe(int)
+
+
 # ------------------------------------------------------------------ the collector
 
 

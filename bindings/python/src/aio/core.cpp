@@ -571,8 +571,10 @@ int run_iteration(Core *self, bool in_loop)
         if (PyErr_CheckSignals() < 0)
             return -1;
     } else {
-        if (timeout_ns != 0)
+        if (timeout_ns != 0) {
             self->last_poll_ns = 0;
+            trim_free_lists(); // idle now: the handles a burst left go back (handles.cpp)
+        }
         if (poll_io(self, timeout_ns) < 0)
             return -1;
     }
@@ -604,6 +606,8 @@ int run_iteration(Core *self, bool in_loop)
         PyMem_Free(self->ready.buf);
         self->ready = Ring{nullptr, 0, 0, 0};
     }
+    if (self->stopping) // the loop stops: as idle as before a wait
+        trim_free_lists();
     return 0;
 }
 

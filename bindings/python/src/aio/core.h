@@ -47,6 +47,7 @@ bool member_offset(PyTypeObject *tp, const char *name, Py_ssize_t *out);
 bool weaklist_known(PyTypeObject *tp);
 void release_handle(PyObject *h);
 PyObject *alloc_handle(PyTypeObject *tp);
+void trim_free_lists();
 bool exact_handle(PyObject *h);
 int set_scheduled(PyObject *h, PyObject *value);
 int run_handle(Core *self, PyObject *h);

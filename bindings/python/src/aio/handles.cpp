@@ -43,11 +43,19 @@ bool weaklist_known(PyTypeObject *tp)
 // ---------------------------------------------------------------- free lists
 
 // Handles whose only reference was the ready queue's, emptied after they ran and kept for the
-// next call_soon / call_later: no malloc and free per handle, and no count towards the
-// collector's generation-0 threshold (an allocation counts, a reuse does not). Untracked while
-// here, so gc.get_objects() never shows an empty handle. GIL-protected.
+// next call_soon / call_soon_threadsafe / call_later, from whichever thread makes it: no malloc
+// and free per handle, and no count towards the collector's generation-0 threshold (an
+// allocation counts, a reuse does not). Untracked while here, so gc.get_objects() never shows
+// an empty handle. GIL-protected.
+// A list keeps up to kMax while its loops are busy: a burst of call_soon_threadsafe from
+// other threads fills the ring with thousands of handles between two runs of the loop (one
+// GIL switch interval of calls), and only a list that holds a whole burst lets the next burst
+// reuse them instead of allocating each one and freeing it after it ran. Before a loop waits,
+// and when it stops (trim_free_lists), each list gives back all but kKeep, so an idle process
+// holds no more than a small list (tournament/results/asyncio-log.md, "call_soon_threadsafe's own cost").
 struct FreeList {
-    static constexpr int kMax = 512;
+    static constexpr int kKeep = 512;
+    static constexpr int kMax = 16384;
     PyObject *items[kMax];
     int n;
 };
@@ -92,6 +100,19 @@ PyObject *alloc_handle(PyTypeObject *tp)
     return tp->tp_alloc(tp, 0);
 }
 
+// Frees what each free list holds beyond kKeep. Each handle there is empty (its slots hold
+// nothing), so its deallocation runs no code of anyone's; tracked again first, as every handle
+// the collector has not seen untracked is when it is freed.
+void trim_free_lists()
+{
+    for (FreeList *fl : {&g_free_handles, &g_free_timers}) {
+        while (fl->n > FreeList::kKeep) {
+            PyObject *h = fl->items[--fl->n];
+            PyObject_GC_Track(h);
+            Py_DECREF(h);
+        }
+    }
+}
 
 bool exact_handle(PyObject *h)
 {
