@@ -17,8 +17,8 @@
 #include "work.h"
 
 #define FENCE_INTERVAL_NS 1000000 /* heavy barriers a busy loop makes for idle lanes */
-#define CHASE_PAUSES 128 /* pause rounds the loop lets producers get ahead at most */
-#define CHASE_LOOK 16     /* pause rounds between two looks at the backlog */
+#define CHASE_PAUSES 256 /* pause rounds the loop lets producers get ahead at most */
+#define CHASE_LOOK 64     /* pause rounds between two looks at the backlog */
 #define STOP_WAIT_NS 1000000 /* a stopping loop's wait for the pool is re-checked this often */
 
 /* Runs what is in a loop-thread queue now; what those tasks submit waits a tick. */
@@ -67,7 +67,10 @@ static void adapt_budget(evloop *loop, unsigned ran, bool more_left)
 
 /* The drain caught up with producers that are still pushing. Taking each task as it
  * lands would pull every cache line they write away from them while they write it: let
- * them get a batch ahead first, for at most CHASE_PAUSES pause rounds (a few us). */
+ * them get a batch ahead first, for at most CHASE_PAUSES pause rounds (a few us). Each look
+ * at the backlog pulls such a line too, and a producer pays for it at its next write (a
+ * chunk producer at once, its mutex's locked instructions waiting for the store): look
+ * seldom (tournament/results/tuning-log.md, row 9). */
 static void wait_for_batch(evloop *loop)
 {
     for (int i = 0; i < CHASE_PAUSES; i += CHASE_LOOK) {
